@@ -1,0 +1,179 @@
+package controllermanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/controller-manager/pkg/informerfactory"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/garbagecollector"
+	"k8s.io/utils/clock"
+
+	"github.com/restartbed/restartbed/timing"
+)
+
+// Default worker counts. kube-controller-manager runs 5 Job workers and 20 GC workers for
+// clusters of any size; restartbed shares two cores with the apiserver, so it runs fewer GC workers.
+const (
+	DefaultJobWorkers = 5
+	DefaultGCWorkers  = 5
+)
+
+// Options configure a Manager.
+type Options struct {
+	// Config reaches the apiserver with rights to every resource (the cluster admin).
+	Config *rest.Config
+	// Timing supplies the controllers' periods and backoffs. Required.
+	Timing timing.Profile
+	// Clock drives the Job controller (queues, backoff, condition times). Default: the real clock.
+	// The garbage collector has no clock to inject; it only reacts to API changes.
+	Clock clock.WithTicker
+	// JobWorkers and GCWorkers default to DefaultJobWorkers and DefaultGCWorkers.
+	JobWorkers, GCWorkers int
+	// Logger receives the controllers' logs. Default: discarded.
+	Logger *logr.Logger
+}
+
+// Manager runs the controllers until Stop.
+type Manager struct {
+	opts   Options
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	release  func()
+	stopOnce sync.Once
+}
+
+// New validates the options and fills in defaults; it starts nothing.
+func New(opts Options) (*Manager, error) {
+	if opts.Config == nil {
+		return nil, errors.New("controllermanager: Options.Config is required")
+	}
+	if err := opts.Timing.Validate(); err != nil {
+		return nil, fmt.Errorf("controllermanager: %w", err)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.JobWorkers <= 0 {
+		opts.JobWorkers = DefaultJobWorkers
+	}
+	if opts.GCWorkers <= 0 {
+		opts.GCWorkers = DefaultGCWorkers
+	}
+	if opts.Logger == nil {
+		discard := logr.Discard()
+		opts.Logger = &discard
+	}
+	return &Manager{opts: opts}, nil
+}
+
+// Start builds the controllers, starts them and waits until their caches have synced, so that a
+// caller's first object is seen. The controllers run until Stop or until ctx ends.
+func (m *Manager) Start(ctx context.Context) error {
+	release, err := acquireJobTunables(m.opts.Timing)
+	if err != nil {
+		return err
+	}
+	m.release = release
+	ctx, m.cancel = context.WithCancel(klog.NewContext(ctx, *m.opts.Logger))
+	if err := m.start(ctx); err != nil {
+		m.Stop()
+		return err
+	}
+	return nil
+}
+
+func (m *Manager) start(ctx context.Context) error {
+	cfg := rest.CopyConfig(m.opts.Config)
+	// The controllers write in bursts (a Job's pods, a GC cascade); the client-side default of
+	// 5 QPS would be restartbed's bottleneck, not the apiserver.
+	cfg.QPS, cfg.Burst = -1, 0
+	clientFor := func(name string) (*kubernetes.Clientset, error) {
+		c := rest.CopyConfig(cfg)
+		rest.AddUserAgent(c, name)
+		return kubernetes.NewForConfig(c)
+	}
+
+	informerClient, err := clientFor("shared-informers")
+	if err != nil {
+		return fmt.Errorf("informer client: %w", err)
+	}
+	factory := informers.NewSharedInformerFactory(informerClient, 0)
+	jobClient, err := clientFor("job-controller")
+	if err != nil {
+		return fmt.Errorf("job controller client: %w", err)
+	}
+	jc, err := newJobController(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), jobClient, m.opts.Clock)
+	if err != nil {
+		return fmt.Errorf("creating the job controller: %w", err)
+	}
+
+	gcClient, err := clientFor("garbage-collector")
+	if err != nil {
+		return fmt.Errorf("garbage collector client: %w", err)
+	}
+	gcConfig := rest.CopyConfig(cfg)
+	rest.AddUserAgent(gcConfig, "garbage-collector")
+	metadataClient, err := metadata.NewForConfig(gcConfig)
+	if err != nil {
+		return fmt.Errorf("garbage collector metadata client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(gcClient.Discovery()))
+	mapper.Reset()
+	metadataInformers := metadatainformer.NewSharedInformerFactory(metadataClient, 0)
+	informersStarted := make(chan struct{})
+	gc, err := garbagecollector.NewGarbageCollector(ctx, gcClient, metadataClient, mapper,
+		garbagecollector.DefaultIgnoredResources(),
+		informerfactory.NewInformerFactory(factory, metadataInformers), informersStarted)
+	if err != nil {
+		return fmt.Errorf("creating the garbage collector: %w", err)
+	}
+
+	factory.Start(ctx.Done())
+	metadataInformers.Start(ctx.Done())
+	close(informersStarted)
+	m.wg.Go(func() {
+		<-ctx.Done()
+		factory.Shutdown()
+		metadataInformers.Shutdown()
+	})
+	for typ, synced := range factory.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			return fmt.Errorf("informer for %v did not sync", typ)
+		}
+	}
+
+	resync := m.opts.Timing.GCResyncPeriod
+	m.wg.Go(func() { jc.Run(ctx, m.opts.JobWorkers) })
+	m.wg.Go(func() { gc.Run(ctx, m.opts.GCWorkers, resync) })
+	// As kube-controller-manager does: rediscover resources so that the collector follows
+	// owners and dependents of CRDs installed later (a JobSet's Jobs, for instance).
+	m.wg.Go(func() { gc.Sync(ctx, gcClient.Discovery(), resync) })
+	m.wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { mapper.Reset() }, resync) })
+	return nil
+}
+
+// Stop cancels the controllers and waits until every goroutine they started has returned.
+func (m *Manager) Stop() {
+	m.stopOnce.Do(func() {
+		if m.cancel != nil {
+			m.cancel()
+		}
+		m.wg.Wait()
+		if m.release != nil {
+			m.release()
+		}
+	})
+}

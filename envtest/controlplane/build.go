@@ -1,0 +1,155 @@
+package controlplane
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+//go:embed reaper_main.go
+var guardSource []byte
+
+// guardBinary is the guard's file name inside its cache directory.
+const guardBinary = "restartbed-guard"
+
+// buildFunc builds into out, using scratch as its working directory.
+type buildFunc func(opts Options, scratch, out string) error
+
+// buildOnce makes dir hold what build produces, exactly once across processes: it takes a file
+// lock next to dir, re-checks, builds into a temporary sibling and renames it into place, so a
+// reader never sees half a build and a crash leaves nothing that looks finished.
+func buildOnce(opts Options, dir, what, hint string, build buildFunc) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("creating the cache directory for %s: %w", what, err)
+	}
+	unlock, err := lock(opts, dir+".lock", what)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(dir); err == nil {
+		return nil // another process built it while we waited
+	}
+
+	scratch, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".build-")
+	if err != nil {
+		return fmt.Errorf("creating a build directory for %s: %w", what, err)
+	}
+	out := filepath.Join(scratch, "out")
+	fmt.Fprintf(opts.Progress, "restartbed: building %s from source into %s%s\n", what, dir, hint)
+	start := opts.Clock.Now()
+	if err := build(opts, scratch, out); err != nil {
+		return fmt.Errorf("building %s failed (the build directory %s is kept for inspection; "+
+			"retry with `make envtest-assets`, or point %s at prebuilt binaries, see docs/control-plane.md): %w",
+			what, scratch, AssetsEnv, err)
+	}
+	if err := os.Rename(out, dir); err != nil {
+		return fmt.Errorf("moving the build of %s into place: %w", what, err)
+	}
+	_ = os.RemoveAll(scratch)
+	fmt.Fprintf(opts.Progress, "restartbed: built %s in %s\n", what, opts.Clock.Since(start).Round(time.Second))
+	return nil
+}
+
+// lock takes an exclusive flock on path, saying so when it has to wait for another process.
+func lock(opts Options, path, what string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the build lock for %s: %w", what, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+		fmt.Fprintf(opts.Progress, "restartbed: waiting for another process that is building %s (lock %s)\n", what, path)
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// buildControlPlane writes the tools module into scratch and builds both binaries from it.
+func buildControlPlane(opts Options, scratch, out string) error {
+	for name, data := range map[string][]byte{"go.mod": toolsMod, "go.sum": toolsSum} {
+		if err := os.WriteFile(filepath.Join(scratch, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	for _, b := range []struct{ name, pkg string }{
+		{EtcdBinary, etcdModule},
+		{KubeAPIServerBinary, kubernetesModule + "/cmd/kube-apiserver"},
+	} {
+		if err := goBuild(opts, scratch, filepath.Join(out, b.name), b.pkg); err != nil {
+			return fmt.Errorf("%s: %w", b.name, err)
+		}
+	}
+	return nil
+}
+
+// buildGuard builds reaper_main.go on its own: it needs nothing but the standard library.
+func buildGuard(opts Options, scratch, out string) error {
+	src := filepath.Join(scratch, "main.go")
+	if err := os.WriteFile(src, guardSource, 0o644); err != nil {
+		return err
+	}
+	return goBuild(opts, scratch, filepath.Join(out, guardBinary), src)
+}
+
+// goBuild runs the Go toolchain that built this program, isolated from the caller's module,
+// workspace and flags, without cgo, and never fetching a toolchain.
+func goBuild(opts Options, dir, output, target string) error {
+	cmd := exec.Command(goTool(), "build", "-trimpath", "-o", output, target)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false", "CGO_ENABLED=0", "GOTOOLCHAIN=local")
+	var tail bytes.Buffer
+	cmd.Stdout = &tail
+	cmd.Stderr = &tail
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", target, err, lastLines(tail.String(), 30))
+	}
+	return nil
+}
+
+// goTool finds `go`: on PATH, else next to the standard library this program was built with.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{"..."}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ensureGuard returns the guard binary, building it once per source version. It is empty where
+// the kernel has no parent-death signal.
+func ensureGuard(opts Options) (string, error) {
+	if runtime.GOOS != "linux" {
+		return "", nil
+	}
+	sum := sha256.Sum256(guardSource)
+	dir := filepath.Join(opts.CacheDir, "guard", hex.EncodeToString(sum[:6])+"-"+runtime.GOARCH)
+	if err := buildOnce(opts, dir, "the process guard", "", buildGuard); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, guardBinary), nil
+}

@@ -1,0 +1,106 @@
+package timing
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Names of the built-in profiles, as written in a scenario's spec.timing.
+const (
+	RealisticName = "realistic"
+	FastName      = "fast"
+)
+
+// Profile is one consistent set of timings for the whole cluster.
+type Profile struct {
+	// Name identifies the profile in reports and errors.
+	Name string
+
+	// JobSyncBatchPeriod is how long the Job controller batches pod events before it syncs a
+	// Job; it is also the shortest delay of a re-queued sync (upstream SyncJobBatchPeriod).
+	JobSyncBatchPeriod time.Duration
+	// JobPodFailureBackOff is the delay before the Job controller replaces the first failed
+	// pod; it doubles with every further failure (upstream DefaultJobPodFailureBackOff).
+	JobPodFailureBackOff time.Duration
+	// JobPodFailureBackOffMax caps the doubling (upstream MaxJobPodFailureBackOff).
+	JobPodFailureBackOffMax time.Duration
+
+	// GCResyncPeriod is how often the garbage collector rediscovers the API's resources, so that
+	// it learns about CRDs installed after it started (kube-controller-manager uses 30s).
+	GCResyncPeriod time.Duration
+}
+
+// Realistic returns the upstream defaults of kube-controller-manager and the kubelet 1.35.
+func Realistic() Profile {
+	return Profile{
+		Name:                    RealisticName,
+		JobSyncBatchPeriod:      time.Second,
+		JobPodFailureBackOff:    10 * time.Second,
+		JobPodFailureBackOffMax: 10 * time.Minute,
+		GCResyncPeriod:          30 * time.Second,
+	}
+}
+
+// Fast returns the realistic shapes scaled down about tenfold: backoffs start at one second and
+// still double, so a test sees the same sequence of events in a fraction of the time.
+func Fast() Profile {
+	return Profile{
+		Name:                    FastName,
+		JobSyncBatchPeriod:      50 * time.Millisecond,
+		JobPodFailureBackOff:    time.Second,
+		JobPodFailureBackOffMax: time.Minute,
+		GCResyncPeriod:          time.Second,
+	}
+}
+
+var byName = map[string]func() Profile{
+	RealisticName: Realistic,
+	FastName:      Fast,
+}
+
+// ByName returns the built-in profile with that name; the empty name means Fast, the default
+// of a scenario.
+func ByName(name string) (Profile, error) {
+	if name == "" {
+		return Fast(), nil
+	}
+	p, ok := byName[name]
+	if !ok {
+		return Profile{}, fmt.Errorf("unknown timing profile %q: use one of %s", name, strings.Join(Names(), ", "))
+	}
+	return p(), nil
+}
+
+// Names lists the built-in profiles, sorted.
+func Names() []string {
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Validate reports the first field that no component could work with.
+func (p Profile) Validate() error {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"jobSyncBatchPeriod", p.JobSyncBatchPeriod},
+		{"jobPodFailureBackOff", p.JobPodFailureBackOff},
+		{"jobPodFailureBackOffMax", p.JobPodFailureBackOffMax},
+		{"gcResyncPeriod", p.GCResyncPeriod},
+	} {
+		if f.d <= 0 {
+			return fmt.Errorf("timing profile %q: %s must be positive, got %v", p.Name, f.name, f.d)
+		}
+	}
+	if p.JobPodFailureBackOffMax < p.JobPodFailureBackOff {
+		return fmt.Errorf("timing profile %q: jobPodFailureBackOffMax (%v) is below jobPodFailureBackOff (%v)",
+			p.Name, p.JobPodFailureBackOffMax, p.JobPodFailureBackOff)
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package timing
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestByName(t *testing.T) {
+	cases := []struct {
+		name    string
+		want    string
+		wantErr string
+	}{
+		{name: "", want: FastName},
+		{name: "fast", want: FastName},
+		{name: "realistic", want: RealisticName},
+		{name: "Realistic", wantErr: `unknown timing profile "Realistic": use one of fast, realistic`},
+		{name: "slow", wantErr: `unknown timing profile "slow"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ByName(tc.name)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ByName(%q) error = %v, want it to contain %q", tc.name, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ByName(%q): %v", tc.name, err)
+			}
+			if diff := cmp.Diff(tc.want, p.Name); diff != "" {
+				t.Errorf("profile name (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The realistic profile is the upstream defaults (reference/job-and-node-controllers.md §1.1).
+func TestRealisticIsUpstream(t *testing.T) {
+	want := Profile{
+		Name:                    RealisticName,
+		JobSyncBatchPeriod:      time.Second,
+		JobPodFailureBackOff:    10 * time.Second,
+		JobPodFailureBackOffMax: 10 * time.Minute,
+		GCResyncPeriod:          30 * time.Second,
+	}
+	if diff := cmp.Diff(want, Realistic()); diff != "" {
+		t.Errorf("Realistic() (-want +got):\n%s", diff)
+	}
+}
+
+// Fast keeps the values the API shows in whole seconds: the API drops sub-second precision, so a
+// backoff below one second would vanish (reference §2.3).
+func TestFastKeepsWholeSeconds(t *testing.T) {
+	f := Fast()
+	for name, d := range map[string]time.Duration{
+		"JobPodFailureBackOff":    f.JobPodFailureBackOff,
+		"JobPodFailureBackOffMax": f.JobPodFailureBackOffMax,
+	} {
+		if d < time.Second || d%time.Second != 0 {
+			t.Errorf("Fast().%s = %v, want a whole number of seconds", name, d)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, p := range []Profile{Fast(), Realistic()} {
+		if err := p.Validate(); err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+	}
+	bad := Fast()
+	bad.JobPodFailureBackOffMax = 0
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "jobPodFailureBackOffMax must be positive") {
+		t.Errorf("Validate() = %v, want the zero max named", err)
+	}
+	bad = Fast()
+	bad.JobPodFailureBackOffMax = bad.JobPodFailureBackOff / 2
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "is below jobPodFailureBackOff") {
+		t.Errorf("Validate() = %v, want max below base rejected", err)
+	}
+}
