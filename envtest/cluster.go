@@ -80,8 +80,8 @@ type Cluster struct {
 }
 
 // Start starts a control plane and returns when the apiserver serves, restartbed's CRDs are
-// established and the controllers' caches have synced. The caller must Stop it; if the process
-// dies first, the control plane dies with it.
+// established and the controllers' caches have synced. ctx bounds only the start-up; the cluster
+// runs until Stop. If the process dies first, the control plane dies with it.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c, err := newCluster(opts)
 	if err != nil {

@@ -51,7 +51,7 @@ func Fast() Profile {
 		JobSyncBatchPeriod:      50 * time.Millisecond,
 		JobPodFailureBackOff:    time.Second,
 		JobPodFailureBackOffMax: time.Minute,
-		GCResyncPeriod:          time.Second,
+		GCResyncPeriod:          5 * time.Second,
 	}
 }
 

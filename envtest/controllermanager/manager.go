@@ -80,22 +80,24 @@ func New(opts Options) (*Manager, error) {
 }
 
 // Start builds the controllers, starts them and waits until their caches have synced, so that a
-// caller's first object is seen. The controllers run until Stop or until ctx ends.
+// caller's first object is seen. ctx bounds only that start-up: the controllers run until Stop,
+// so a context that ends with a setup step (a test's BeforeAll, say) does not stop them.
 func (m *Manager) Start(ctx context.Context) error {
 	release, err := acquireJobTunables(m.opts.Timing)
 	if err != nil {
 		return err
 	}
 	m.release = release
-	ctx, m.cancel = context.WithCancel(klog.NewContext(ctx, *m.opts.Logger))
-	if err := m.start(ctx); err != nil {
+	runCtx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), *m.opts.Logger))
+	m.cancel = cancel
+	if err := m.start(ctx, runCtx); err != nil {
 		m.Stop()
 		return err
 	}
 	return nil
 }
 
-func (m *Manager) start(ctx context.Context) error {
+func (m *Manager) start(startCtx, ctx context.Context) error {
 	cfg := rest.CopyConfig(m.opts.Config)
 	// The controllers write in bursts (a Job's pods, a GC cascade); the client-side default of
 	// 5 QPS would be restartbed's bottleneck, not the apiserver.
@@ -149,9 +151,9 @@ func (m *Manager) start(ctx context.Context) error {
 		factory.Shutdown()
 		metadataInformers.Shutdown()
 	})
-	for typ, synced := range factory.WaitForCacheSync(ctx.Done()) {
+	for typ, synced := range factory.WaitForCacheSync(startCtx.Done()) {
 		if !synced {
-			return fmt.Errorf("informer for %v did not sync", typ)
+			return fmt.Errorf("informer for %v did not sync before the start-up ended: %w", typ, context.Cause(startCtx))
 		}
 	}
 

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/restartbed/restartbed/envtest/internal/procfs"
 )
 
 // A binary started through the guard dies when the process that started it dies, without
@@ -66,32 +68,13 @@ func TestGuardKillsTheBinaryWhenItsParentDies(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 
 	// While the parent lives, the binary runs (as sleep, after the guard replaced itself).
-	waitFor(t, "the guarded binary to run as sleep", func() bool { return commandOf(pid) == "sleep" })
+	waitFor(t, "the guarded binary to run as sleep", func() bool { return procfs.Command(pid) == "sleep" })
 
 	stdin.Close() // the parent's read returns and it exits
 	if err := parent.Wait(); err != nil {
 		t.Fatalf("parent: %v", err)
 	}
-	waitFor(t, "the guarded binary to die with its parent", func() bool { return !alive(pid) })
-}
-
-// commandOf returns the process's command name, or "" if it is gone.
-func commandOf(pid int) string {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(data))
-}
-
-// alive reports whether pid runs; a zombie (dead, not yet reaped) does not count.
-func alive(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+	waitFor(t, "the guarded binary to die with its parent", func() bool { return !procfs.Alive(pid) })
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -1,0 +1,53 @@
+//go:build linux
+
+// Package procfs reads process state from Linux's /proc, so that tests can prove which
+// processes a control plane left running. It only reads; it never signals a process.
+package procfs
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// stat returns the fields of /proc/PID/stat after the command name: state first, then ppid.
+func stat(pid int) []string {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil
+	}
+	s := string(data)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+}
+
+// Command returns the process's command name, or "" if it is gone.
+func Command(pid int) string {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// Alive reports whether pid runs; a zombie (dead, not yet reaped) does not count.
+func Alive(pid int) bool {
+	f := stat(pid)
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// Children lists the pids whose parent is ppid.
+func Children(ppid int) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil {
+			continue
+		}
+		if f := stat(pid); len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

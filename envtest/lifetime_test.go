@@ -1,0 +1,85 @@
+//go:build linux
+
+package envtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/restartbed/restartbed/envtest/internal/procfs"
+)
+
+// childEnv makes the test binary, run again by TestControlPlaneDiesWithItsProcess, start a
+// cluster and wait to be killed instead of testing.
+const childEnv = "RESTARTBED_LIFETIME_CHILD"
+
+// TestLifetimeChild is the child's body; in a normal run it has nothing to do.
+func TestLifetimeChild(t *testing.T) {
+	if os.Getenv(childEnv) == "" {
+		return
+	}
+	c, err := Start(context.Background(), Options{DisableControllerManager: true})
+	if err != nil {
+		fmt.Println("FAILED", err)
+		os.Exit(3)
+	}
+	fmt.Println("READY", c.Config.Host)
+	select {} // until a signal ends the process without any cleanup of ours
+}
+
+// However the process that started a control plane ends — interrupted, terminated or killed,
+// with no Stop and no deferred cleanup — kube-apiserver and etcd end with it.
+func TestControlPlaneDiesWithItsProcess(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			child := exec.Command(os.Args[0], "-test.run=^TestLifetimeChild$", "-test.timeout=5m")
+			child.Env = append(os.Environ(), childEnv+"=1")
+			child.Stderr = os.Stderr
+			out, err := child.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := child.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil || !strings.HasPrefix(line, "READY") {
+				t.Fatalf("child did not start a cluster: %q, %v", line, err)
+			}
+
+			procs := map[string]int{}
+			for _, pid := range procfs.Children(child.Process.Pid) {
+				procs[procfs.Command(pid)] = pid
+			}
+			for _, name := range []string{"kube-apiserver", "etcd"} {
+				if procs[name] == 0 {
+					t.Fatalf("no %s among the child's processes %v", name, procs)
+				}
+			}
+
+			if err := child.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			_ = child.Wait()
+			for _, name := range []string{"kube-apiserver", "etcd"} {
+				pid := procs[name]
+				deadline := time.Now().Add(30 * time.Second)
+				for procfs.Alive(pid) {
+					if time.Now().After(deadline) {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+						t.Fatalf("%s (pid %d) outlived the process that started it", name, pid)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,51 @@
+package controlplane
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/restartbed/restartbed/test/builders"
+)
+
+var _ = Describe("the upstream garbage collector", Label("gc"), func() {
+	It("finishes a foreground deletion of a Job: its pods go, then the Job", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		job := builders.MakeJob("doomed", ns).Parallelism(2).Obj()
+		Expect(k8s.Create(ctx, job)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(podsOf(ctx, g, job)).To(HaveLen(2))
+		}).WithContext(ctx).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+
+		Expect(k8s.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
+		// While dependents remain, the Job stays with the foregroundDeletion finalizer.
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+		Expect(job.Finalizers).To(ContainElement(metav1.FinalizerDeleteDependents))
+
+		Eventually(func(g Gomega) {
+			g.Expect(podsOf(ctx, g, job)).To(BeEmpty())
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(job), job)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Job is still there: %v", job.Finalizers)
+		}).WithContext(ctx).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
+	It("deletes pods whose owner is gone (background propagation)", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner", Namespace: ns}}
+		Expect(k8s.Create(ctx, owner)).To(Succeed())
+		pod := builders.MakePod("dependent", ns).Container(builders.MakeContainer("main").Obj()).Obj()
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}
+		Expect(k8s.Create(ctx, pod)).To(Succeed())
+
+		Expect(k8s.Delete(ctx, owner)).To(Succeed())
+		Eventually(func(g Gomega) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+})
