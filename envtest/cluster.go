@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	"github.com/restartbed/restartbed/config/crd"
 	"github.com/restartbed/restartbed/envtest/controllermanager"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/timing"
@@ -36,7 +38,8 @@ type Options struct {
 	Timing *timing.Profile
 	// Clock drives the in-process components. Default: the real clock.
 	Clock clock.WithTicker
-	// CRDDirectoryPaths are extra directories of CRD manifests to install with restartbed's.
+	// CRDDirectoryPaths are extra directories of CRD manifests to install with restartbed's
+	// (config/crd, embedded).
 	CRDDirectoryPaths []string
 	// Scheme is the scheme of the returned controller-runtime client. Default: client-go's types
 	// plus restartbed's.
@@ -120,8 +123,10 @@ func newCluster(opts Options) (*Cluster, error) {
 // NewScheme returns client-go's types plus restartbed's.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, fmt.Errorf("building the scheme: %w", err)
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, jobsetv1alpha2.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("building the scheme: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -140,6 +145,10 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return err
 	}
 
+	crds, err := crd.CRDs()
+	if err != nil {
+		return fmt.Errorf("reading restartbed's CRDs: %w", err)
+	}
 	out := opts.ControlPlaneOutput
 	if out == nil {
 		out = io.Discard
@@ -156,6 +165,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			Etcd:      &crenvtest.Etcd{Path: etcdPath, Out: out, Err: out},
 		},
 		Scheme:                   c.Scheme,
+		CRDs:                     crds,
 		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 2 * time.Minute,

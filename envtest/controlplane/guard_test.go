@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/restartbed/restartbed/envtest/internal/procfs"
+	"github.com/restartbed/restartbed/internal/procfs"
 )
 
 // A binary started through the guard dies when the process that started it dies, without

@@ -1,6 +1,7 @@
 //go:build linux
 
-package envtest
+// Package lifetime proves that no kube-apiserver or etcd outlives the process that started it.
+package lifetime
 
 import (
 	"bufio"
@@ -13,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/restartbed/restartbed/envtest/internal/procfs"
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/internal/procfs"
 )
 
 // childEnv makes the test binary, run again by TestControlPlaneDiesWithItsProcess, start a
@@ -25,7 +27,7 @@ func TestLifetimeChild(t *testing.T) {
 	if os.Getenv(childEnv) == "" {
 		return
 	}
-	c, err := Start(context.Background(), Options{DisableControllerManager: true})
+	c, err := envtest.Start(context.Background(), envtest.Options{DisableControllerManager: true})
 	if err != nil {
 		fmt.Println("FAILED", err)
 		os.Exit(3)
