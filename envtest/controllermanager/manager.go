@@ -102,6 +102,9 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 	// The controllers write in bursts (a Job's pods, a GC cascade); the client-side default of
 	// 5 QPS would be restartbed's bottleneck, not the apiserver.
 	cfg.QPS, cfg.Burst = -1, 0
+	// Deprecation warnings on what upstream controllers read (v1 Endpoints, say) are upstream's
+	// business, not the user's.
+	cfg.WarningHandler = rest.NoWarnings{}
 	clientFor := func(name string) (*kubernetes.Clientset, error) {
 		c := rest.CopyConfig(cfg)
 		rest.AddUserAgent(c, name)
