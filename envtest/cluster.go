@@ -24,6 +24,7 @@ import (
 	"github.com/restartbed/restartbed/config/crd"
 	"github.com/restartbed/restartbed/envtest/controllermanager"
 	"github.com/restartbed/restartbed/envtest/controlplane"
+	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -46,6 +47,9 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// DisableControllerManager starts the control plane without the in-process controllers.
 	DisableControllerManager bool
+	// Nodes are the node pools the emulated kubelet registers and serves; with none, no kubelet
+	// (and no scheduler) runs, and pods stay unbound unless the caller binds them.
+	Nodes []fakekubelet.NodePool
 	// ControlPlaneOutput receives the apiserver's and etcd's logs. Default: discarded.
 	ControlPlaneOutput io.Writer
 	// Logger receives the in-process controllers' logs. Default: discarded.
@@ -72,6 +76,8 @@ type Cluster struct {
 	Clock clock.WithTicker
 	// Assets are the binaries the control plane runs.
 	Assets controlplane.Assets
+	// Kubelet is the emulated kubelet of every node, or nil when Options.Nodes is empty.
+	Kubelet *fakekubelet.Kubelet
 
 	env      *crenvtest.Environment
 	launcher *launcher
@@ -186,22 +192,38 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return fmt.Errorf("building the controller-runtime client: %w", err)
 	}
 
-	if opts.DisableControllerManager {
-		return nil
+	if !opts.DisableControllerManager {
+		c.manager, err = controllermanager.New(controllermanager.Options{
+			Config: c.Config, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		if err := c.manager.Start(ctx); err != nil {
+			return err
+		}
 	}
-	c.manager, err = controllermanager.New(controllermanager.Options{
-		Config: c.Config, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-	})
-	if err != nil {
-		return err
+	if len(opts.Nodes) > 0 {
+		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{
+			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		if err := c.Kubelet.Start(ctx); err != nil {
+			return err
+		}
 	}
-	return c.manager.Start(ctx)
+	return nil
 }
 
 // Stop stops the controllers, then the apiserver and etcd, and removes their files. It is safe
 // to call more than once; later calls return the first result.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
+		if c.Kubelet != nil {
+			c.Kubelet.Stop()
+		}
 		if c.manager != nil {
 			c.manager.Stop()
 		}

@@ -30,6 +30,29 @@ type Profile struct {
 	// GCResyncPeriod is how often the garbage collector rediscovers the API's resources, so that
 	// it learns about CRDs installed after it started (kube-controller-manager uses 30s).
 	GCResyncPeriod time.Duration
+
+	// NodeLeaseDuration is the leaseDurationSeconds of each node's Lease in kube-node-lease
+	// (kubelet nodeLeaseDurationSeconds).
+	NodeLeaseDuration time.Duration
+	// NodeLeaseRenewInterval is how often a kubelet renews its Lease; upstream renews at a
+	// quarter of the duration.
+	NodeLeaseRenewInterval time.Duration
+	// NodeStatusReportFrequency is how often a kubelet re-posts an unchanged node status, moving
+	// the Ready condition's lastHeartbeatTime (kubelet nodeStatusReportFrequency).
+	NodeStatusReportFrequency time.Duration
+
+	// NodeMonitorPeriod is how often the node lifecycle controller checks node health
+	// (kube-controller-manager --node-monitor-period).
+	NodeMonitorPeriod time.Duration
+	// NodeMonitorGracePeriod is how long a node may go without a heartbeat before the node
+	// lifecycle controller marks it Unknown and taints it unreachable (--node-monitor-grace-period).
+	NodeMonitorGracePeriod time.Duration
+	// NodeStartupGracePeriod is the same allowance for a node that has never been Ready
+	// (--node-startup-grace-period).
+	NodeStartupGracePeriod time.Duration
+	// NodeEvictionRate is how many nodes per second the node lifecycle controller may taint for
+	// eviction in a healthy zone (--node-eviction-rate).
+	NodeEvictionRate float32
 }
 
 // Realistic returns the upstream defaults of kube-controller-manager and the kubelet 1.35.
@@ -40,6 +63,15 @@ func Realistic() Profile {
 		JobPodFailureBackOff:    10 * time.Second,
 		JobPodFailureBackOffMax: 10 * time.Minute,
 		GCResyncPeriod:          30 * time.Second,
+
+		NodeLeaseDuration:         40 * time.Second,
+		NodeLeaseRenewInterval:    10 * time.Second,
+		NodeStatusReportFrequency: 5 * time.Minute,
+
+		NodeMonitorPeriod:      5 * time.Second,
+		NodeMonitorGracePeriod: 50 * time.Second,
+		NodeStartupGracePeriod: time.Minute,
+		NodeEvictionRate:       0.1,
 	}
 }
 
@@ -52,6 +84,15 @@ func Fast() Profile {
 		JobPodFailureBackOff:    time.Second,
 		JobPodFailureBackOffMax: time.Minute,
 		GCResyncPeriod:          5 * time.Second,
+
+		NodeLeaseDuration:         4 * time.Second,
+		NodeLeaseRenewInterval:    time.Second,
+		NodeStatusReportFrequency: 30 * time.Second,
+
+		NodeMonitorPeriod:      500 * time.Millisecond,
+		NodeMonitorGracePeriod: 5 * time.Second,
+		NodeStartupGracePeriod: 10 * time.Second,
+		NodeEvictionRate:       10,
 	}
 }
 
@@ -93,6 +134,12 @@ func (p Profile) Validate() error {
 		{"jobPodFailureBackOff", p.JobPodFailureBackOff},
 		{"jobPodFailureBackOffMax", p.JobPodFailureBackOffMax},
 		{"gcResyncPeriod", p.GCResyncPeriod},
+		{"nodeLeaseDuration", p.NodeLeaseDuration},
+		{"nodeLeaseRenewInterval", p.NodeLeaseRenewInterval},
+		{"nodeStatusReportFrequency", p.NodeStatusReportFrequency},
+		{"nodeMonitorPeriod", p.NodeMonitorPeriod},
+		{"nodeMonitorGracePeriod", p.NodeMonitorGracePeriod},
+		{"nodeStartupGracePeriod", p.NodeStartupGracePeriod},
 	} {
 		if f.d <= 0 {
 			return fmt.Errorf("timing profile %q: %s must be positive, got %v", p.Name, f.name, f.d)
@@ -101,6 +148,20 @@ func (p Profile) Validate() error {
 	if p.JobPodFailureBackOffMax < p.JobPodFailureBackOff {
 		return fmt.Errorf("timing profile %q: jobPodFailureBackOffMax (%v) is below jobPodFailureBackOff (%v)",
 			p.Name, p.JobPodFailureBackOffMax, p.JobPodFailureBackOff)
+	}
+	if p.NodeEvictionRate <= 0 {
+		return fmt.Errorf("timing profile %q: nodeEvictionRate must be positive, got %v", p.Name, p.NodeEvictionRate)
+	}
+	if p.NodeMonitorGracePeriod <= p.NodeLeaseRenewInterval {
+		return fmt.Errorf("timing profile %q: nodeMonitorGracePeriod (%v) must exceed nodeLeaseRenewInterval (%v), or healthy nodes go Unknown",
+			p.Name, p.NodeMonitorGracePeriod, p.NodeLeaseRenewInterval)
+	}
+	if p.NodeLeaseDuration%time.Second != 0 {
+		return fmt.Errorf("timing profile %q: nodeLeaseDuration (%v) must be whole seconds: a Lease holds seconds", p.Name, p.NodeLeaseDuration)
+	}
+	if p.NodeLeaseRenewInterval >= p.NodeLeaseDuration {
+		return fmt.Errorf("timing profile %q: nodeLeaseRenewInterval (%v) must be below nodeLeaseDuration (%v)",
+			p.Name, p.NodeLeaseRenewInterval, p.NodeLeaseDuration)
 	}
 	return nil
 }

@@ -47,6 +47,15 @@ func TestRealisticIsUpstream(t *testing.T) {
 		JobPodFailureBackOff:    10 * time.Second,
 		JobPodFailureBackOffMax: 10 * time.Minute,
 		GCResyncPeriod:          30 * time.Second,
+
+		NodeLeaseDuration:         40 * time.Second,
+		NodeLeaseRenewInterval:    10 * time.Second,
+		NodeStatusReportFrequency: 5 * time.Minute,
+
+		NodeMonitorPeriod:      5 * time.Second,
+		NodeMonitorGracePeriod: 50 * time.Second,
+		NodeStartupGracePeriod: time.Minute,
+		NodeEvictionRate:       0.1,
 	}
 	if diff := cmp.Diff(want, Realistic()); diff != "" {
 		t.Errorf("Realistic() (-want +got):\n%s", diff)
@@ -60,6 +69,7 @@ func TestFastKeepsWholeSeconds(t *testing.T) {
 	for name, d := range map[string]time.Duration{
 		"JobPodFailureBackOff":    f.JobPodFailureBackOff,
 		"JobPodFailureBackOffMax": f.JobPodFailureBackOffMax,
+		"NodeLeaseDuration":       f.NodeLeaseDuration,
 	} {
 		if d < time.Second || d%time.Second != 0 {
 			t.Errorf("Fast().%s = %v, want a whole number of seconds", name, d)
@@ -82,5 +92,10 @@ func TestValidate(t *testing.T) {
 	bad.JobPodFailureBackOffMax = bad.JobPodFailureBackOff / 2
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "is below jobPodFailureBackOff") {
 		t.Errorf("Validate() = %v, want max below base rejected", err)
+	}
+	bad = Fast()
+	bad.NodeLeaseRenewInterval = bad.NodeLeaseDuration
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "must be below nodeLeaseDuration") {
+		t.Errorf("Validate() = %v, want a renewal no shorter than the lease rejected", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/controller-manager/pkg/informerfactory"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
+	"k8s.io/kubernetes/pkg/controller/nodelifecycle"
 	"k8s.io/utils/clock"
 
 	"github.com/restartbed/restartbed/timing"
@@ -28,6 +29,15 @@ import (
 const (
 	DefaultJobWorkers = 5
 	DefaultGCWorkers  = 5
+)
+
+// Node lifecycle settings that no timing profile changes: kube-controller-manager's defaults
+// (--secondary-node-eviction-rate is a tenth of the rate, --large-cluster-size-threshold,
+// --unhealthy-zone-threshold).
+const (
+	secondaryEvictionRateRatio = 0.1
+	largeClusterThreshold      = 50
+	unhealthyZoneThreshold     = 0.55
 )
 
 // Options configure a Manager.
@@ -146,6 +156,20 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 		return fmt.Errorf("creating the garbage collector: %w", err)
 	}
 
+	nodeClient, err := clientFor("node-controller")
+	if err != nil {
+		return fmt.Errorf("node lifecycle controller client: %w", err)
+	}
+	t := m.opts.Timing
+	nlc, err := nodelifecycle.NewNodeLifecycleController(ctx,
+		factory.Coordination().V1().Leases(), factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
+		factory.Apps().V1().DaemonSets(), nodeClient,
+		t.NodeMonitorPeriod, t.NodeStartupGracePeriod, t.NodeMonitorGracePeriod,
+		t.NodeEvictionRate, t.NodeEvictionRate*secondaryEvictionRateRatio, largeClusterThreshold, unhealthyZoneThreshold)
+	if err != nil {
+		return fmt.Errorf("creating the node lifecycle controller: %w", err)
+	}
+
 	factory.Start(ctx.Done())
 	metadataInformers.Start(ctx.Done())
 	close(informersStarted)
@@ -162,6 +186,7 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 
 	resync := m.opts.Timing.GCResyncPeriod
 	m.wg.Go(func() { jc.Run(ctx, m.opts.JobWorkers) })
+	m.wg.Go(func() { nlc.Run(ctx) })
 	m.wg.Go(func() { gc.Run(ctx, m.opts.GCWorkers, resync) })
 	// As kube-controller-manager does: rediscover resources so that the collector follows
 	// owners and dependents of CRDs installed later (a JobSet's Jobs, for instance).

@@ -1,0 +1,161 @@
+package fakekubelet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/component-helpers/nodedeclaredfeatures"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// apiWorkers bounds the kubelet's concurrent writes of one kind (registrations, lease renewals),
+// so a large cluster queues its writes instead of opening thousands of requests at once.
+const apiWorkers = 16
+
+// Kubelet emulates the kubelets of every node of a cluster, and its scheduler.
+type Kubelet struct {
+	opts     Options
+	client   kubernetes.Interface
+	clock    clock.WithTicker
+	features *nodedeclaredfeatures.Framework
+	nodes    []*node
+	binder   *binder
+
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New validates the options and fills in defaults; it starts nothing.
+func New(opts Options) (*Kubelet, error) {
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	framework, err := nodedeclaredfeatures.New(features.AllFeatures)
+	if err != nil {
+		return nil, fmt.Errorf("fakekubelet: node feature registry: %w", err)
+	}
+	cfg := rest.CopyConfig(opts.Config)
+	cfg.QPS, cfg.Burst = -1, 0 // the apiserver's own limits, not client-side throttling
+	rest.AddUserAgent(cfg, "restartbed-kubelet")
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fakekubelet: client: %w", err)
+	}
+	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, features: framework}
+	for _, pool := range opts.Pools {
+		for i := range pool.Count {
+			k.nodes = append(k.nodes, &node{name: fmt.Sprintf("%s-%d", pool.Name, i), index: len(k.nodes)})
+		}
+	}
+	if len(k.nodes) > maxNodes {
+		return nil, fmt.Errorf("fakekubelet: %d nodes requested; the address plan numbers at most %d", len(k.nodes), maxNodes)
+	}
+	return k, nil
+}
+
+// NodeNames lists the nodes in registration order.
+func (k *Kubelet) NodeNames() []string {
+	names := make([]string, len(k.nodes))
+	for i, n := range k.nodes {
+		names[i] = n.name
+	}
+	return names
+}
+
+// Start registers the nodes, starts their heartbeats and the binder, and returns once every node
+// exists and the informers have synced. ctx bounds only the start-up; the kubelet runs until Stop.
+func (k *Kubelet) Start(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), *k.opts.Logger))
+	k.cancel = cancel
+	if err := k.start(ctx, runCtx); err != nil {
+		k.Stop()
+		return err
+	}
+	return nil
+}
+
+func (k *Kubelet) start(startCtx, ctx context.Context) error {
+	g, gctx := errgroup.WithContext(startCtx)
+	g.SetLimit(apiWorkers)
+	i := 0
+	for _, pool := range k.opts.Pools {
+		for range pool.Count {
+			n := k.nodes[i]
+			i++
+			g.Go(func() error { return k.register(gctx, pool, n) })
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+
+	factory := informers.NewSharedInformerFactory(k.client, 0)
+	k.binder = newBinder(k.client, factory, &fitChecker{features: k.features}, k.clock)
+	factory.Start(ctx.Done())
+	k.wg.Go(func() {
+		<-ctx.Done()
+		factory.Shutdown()
+	})
+	for typ, synced := range factory.WaitForCacheSync(startCtx.Done()) {
+		if !synced {
+			return fmt.Errorf("fakekubelet: informer for %v did not sync: %w", typ, context.Cause(startCtx))
+		}
+	}
+	k.wg.Go(func() { k.binder.run(ctx) })
+	k.wg.Go(func() { k.heartbeat(ctx) })
+	return nil
+}
+
+// heartbeat renews every node's Lease each renew interval and re-posts node status each report
+// period, from one goroutine for all nodes.
+func (k *Kubelet) heartbeat(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	renew := k.clock.NewTicker(k.opts.Timing.NodeLeaseRenewInterval)
+	defer renew.Stop()
+	report := k.clock.NewTicker(k.opts.Timing.NodeStatusReportFrequency)
+	defer report.Stop()
+	for {
+		var write func(context.Context, *node) error
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C():
+			now := metav1.NewMicroTime(k.clock.Now())
+			write = func(ctx context.Context, n *node) error { return renewLease(ctx, k.client, n.name, now) }
+		case <-report.C():
+			now := metav1.NewTime(k.clock.Now())
+			write = func(ctx context.Context, n *node) error { return reportStatus(ctx, k.client, n.name, now) }
+		}
+		var g errgroup.Group
+		g.SetLimit(apiWorkers)
+		for _, n := range k.nodes {
+			g.Go(func() error {
+				if err := write(ctx, n); err != nil && ctx.Err() == nil {
+					logger.Error(err, "Heartbeat failed", "node", klog.KRef("", n.name))
+				}
+				return nil
+			})
+		}
+		_ = g.Wait()
+	}
+}
+
+// Stop stops the heartbeats and the binder and waits for every goroutine they started. Nodes and
+// Leases stay in the API, as they would if every kubelet stopped at once.
+func (k *Kubelet) Stop() {
+	k.stopOnce.Do(func() {
+		if k.cancel != nil {
+			k.cancel()
+		}
+		k.wg.Wait()
+	})
+}

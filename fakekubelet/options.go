@@ -1,0 +1,112 @@
+package fakekubelet
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/restartbed/restartbed/timing"
+)
+
+// NodePool is a group of identical nodes, named <Name>-0, <Name>-1, ...
+type NodePool struct {
+	// Name prefixes the nodes' names and is their restartbed.dev/pool label.
+	Name string
+	// Count is the number of nodes.
+	Count int
+	// Labels are added to every node's labels.
+	Labels map[string]string
+	// Capacity is merged over DefaultCapacity; it is also the nodes' allocatable.
+	Capacity corev1.ResourceList
+	// Taints are the nodes' taints.
+	Taints []corev1.Taint
+}
+
+// PoolLabel is the node label that names a node's pool. Written by restartbed when it registers
+// a node; read by users and scenarios to select a pool's nodes.
+const PoolLabel = "restartbed.dev/pool"
+
+// TPUResource is the extended resource that accelerator pools declare.
+const TPUResource corev1.ResourceName = "google.com/tpu"
+
+// DefaultCapacity is what every node has unless its pool says otherwise: a large host with four
+// TPU chips, so that `google.com/tpu: 4` requests place one pod per node.
+func DefaultCapacity() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("8"),
+		corev1.ResourceMemory: resource.MustParse("32Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+		TPUResource:           resource.MustParse("4"),
+	}
+}
+
+// DefaultPools is one pool "node" of one node.
+func DefaultPools() []NodePool { return []NodePool{{Name: "node", Count: 1}} }
+
+// Options configure a Kubelet.
+type Options struct {
+	// Config reaches the apiserver with the rights of kubelets and the scheduler (the admin).
+	Config *rest.Config
+	// Pools are the nodes to register. Default: DefaultPools.
+	Pools []NodePool
+	// FeatureGates are the kubelets' gates (the same as the apiserver's in a restartbed cluster);
+	// they decide status.declaredFeatures.
+	FeatureGates map[string]bool
+	// Timing supplies lease and status periods. Required.
+	Timing timing.Profile
+	// Clock drives every period and every timestamp the kubelet writes. Default: the real clock.
+	Clock clock.WithTicker
+	// Logger receives the kubelet's logs. Default: discarded.
+	Logger *logr.Logger
+}
+
+func (o *Options) complete() error {
+	if o.Config == nil {
+		return errors.New("fakekubelet: Options.Config is required")
+	}
+	if err := o.Timing.Validate(); err != nil {
+		return fmt.Errorf("fakekubelet: %w", err)
+	}
+	if len(o.Pools) == 0 {
+		o.Pools = DefaultPools()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		discard := logr.Discard()
+		o.Logger = &discard
+	}
+	return validatePools(o.Pools)
+}
+
+// validatePools reports every problem with the pools, each with its place.
+func validatePools(pools []NodePool) error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, p := range pools {
+		where := fmt.Sprintf("pools[%d]", i)
+		for _, msg := range validation.IsDNS1123Label(p.Name) {
+			errs = append(errs, fmt.Errorf("%s.name %q: %s", where, p.Name, msg))
+		}
+		if seen[p.Name] {
+			errs = append(errs, fmt.Errorf("%s.name %q: another pool has this name", where, p.Name))
+		}
+		seen[p.Name] = true
+		if p.Count < 0 {
+			errs = append(errs, fmt.Errorf("%s.count: must not be negative, got %d", where, p.Count))
+		}
+		for name, q := range p.Capacity {
+			if q.Sign() < 0 {
+				errs = append(errs, fmt.Errorf("%s.capacity[%s]: must not be negative, got %s", where, name, q.String()))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
