@@ -39,7 +39,9 @@ func requesting(list corev1.ResourceList) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests = list }
 }
 
-func tpus(n string) corev1.ResourceList { return corev1.ResourceList{TPUResource: resource.MustParse(n)} }
+func tpus(n string) corev1.ResourceList {
+	return corev1.ResourceList{TPUResource: resource.MustParse(n)}
+}
 
 func usageOf(pods ...*corev1.Pod) nodeUsage {
 	var u nodeUsage
