@@ -14,6 +14,7 @@ import (
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/test/builders"
+	"github.com/restartbed/restartbed/test/specs"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -26,11 +27,8 @@ var _ = Describe("the pod-failure backoff on the cluster's clock", Label("job", 
 	)
 	BeforeAll(func(ctx context.Context) {
 		clock = clocktesting.NewFakeClock(time.Now())
-		var err error
-		frozen, err = envtest.Start(ctx, envtest.Options{Clock: clock})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(frozen.Stop)
-	}, NodeTimeout(5*time.Minute))
+		frozen = specs.StartCluster(ctx, envtest.Options{Clock: clock})
+	}, NodeTimeout(specs.StartTimeout))
 
 	It("replaces a failed pod exactly when the backoff has run out, doubling it for the next", func(ctx context.Context) {
 		backoff := timing.Fast().JobPodFailureBackOff

@@ -2,26 +2,24 @@ package controlplane
 
 import (
 	"context"
+	"strconv"
 	"testing"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/test/specs"
 )
 
-// Timeouts of every Eventually in the suite, defined once.
+// The suite's timeouts are specs'.
 const (
-	// Timeout bounds a wait for something the control plane does within a second or two.
-	Timeout = 30 * time.Second
-	// Interval is how often an Eventually looks again.
-	Interval = 50 * time.Millisecond
+	Timeout  = specs.Timeout
+	Interval = specs.Interval
 )
 
 // notReadyTolerationSeconds is passed to the apiserver as a flag, to prove flags reach it.
@@ -39,26 +37,17 @@ func TestControlPlane(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx context.Context) {
-	var err error
-	cluster, err = envtest.Start(context.Background(), envtest.Options{
+	cluster = specs.StartCluster(ctx, envtest.Options{
 		APIServerFlags: map[string][]string{
-			"default-not-ready-toleration-seconds": {"7"},
+			"default-not-ready-toleration-seconds": {strconv.Itoa(notReadyTolerationSeconds)},
 		},
 	})
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(cluster.Stop)
 	k8s = cluster.Client
-}, NodeTimeout(10*time.Minute))
+}, NodeTimeout(specs.StartTimeout))
 
-// newNamespace creates a namespace for one spec and deletes it after.
 func newNamespace(ctx context.Context) string {
 	GinkgoHelper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "spec-"}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	DeferCleanup(func(ctx context.Context) {
-		Expect(client.IgnoreNotFound(k8s.Delete(ctx, ns))).To(Succeed())
-	})
-	return ns.Name
+	return specs.NewNamespace(ctx, k8s)
 }
 
 // podsOf lists the pods the Job controller made for job in the suite's cluster.

@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/test/builders"
+	"github.com/restartbed/restartbed/test/specs"
 )
 
 const (
@@ -63,14 +63,11 @@ var _ = Describe("pod validation by kube-apiserver 1.35.4", Label("validation"),
 	When("the RestartAllContainersOnContainerExits gate is off", Ordered, func() {
 		var gateOff *envtest.Cluster
 		BeforeAll(func(ctx context.Context) {
-			var err error
-			gateOff, err = envtest.Start(ctx, envtest.Options{
+			gateOff = specs.StartCluster(ctx, envtest.Options{
 				FeatureGates:             map[string]bool{envtest.GateRestartAllContainers: false},
 				DisableControllerManager: true,
 			})
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(gateOff.Stop)
-		}, NodeTimeout(5*time.Minute))
+		}, NodeTimeout(specs.StartTimeout))
 
 		It("rejects the RestartAllContainers action", func(ctx context.Context) {
 			err := gateOff.Client.Create(ctx, workerPod("default"))

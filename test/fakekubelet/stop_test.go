@@ -2,7 +2,6 @@ package fakekubelet
 
 import (
 	"context"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/test/specs"
 )
 
 var _ = Describe("stopping the kubelet", Label("nodes"), Ordered, func() {
@@ -19,11 +19,8 @@ var _ = Describe("stopping the kubelet", Label("nodes"), Ordered, func() {
 	// that appears after the baseline is the kubelet's.
 	var quiet *envtest.Cluster
 	BeforeAll(func(ctx context.Context) {
-		var err error
-		quiet, err = envtest.Start(ctx, envtest.Options{DisableControllerManager: true})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(quiet.Stop)
-	}, NodeTimeout(5*time.Minute))
+		quiet = specs.StartCluster(ctx, envtest.Options{DisableControllerManager: true})
+	}, NodeTimeout(specs.StartTimeout))
 
 	It("leaves no goroutine of its own behind", func(ctx context.Context) {
 		// Connections to the apiserver are pooled by client-go for the whole process; their

@@ -5,24 +5,23 @@ package fakekubelet
 import (
 	"context"
 	"testing"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/test/specs"
 )
 
-// Timeouts of every Eventually in the suite, defined once.
+// The suite's timeouts are specs'.
 const (
-	Timeout  = 30 * time.Second
-	Interval = 50 * time.Millisecond
+	Timeout  = specs.Timeout
+	Interval = specs.Interval
 )
 
 var (
@@ -48,19 +47,11 @@ func TestFakeKubelet(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx context.Context) {
-	var err error
-	cluster, err = envtest.Start(ctx, envtest.Options{Nodes: pools})
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(cluster.Stop)
+	cluster = specs.StartCluster(ctx, envtest.Options{Nodes: pools})
 	k8s = cluster.Client
-}, NodeTimeout(10*time.Minute))
+}, NodeTimeout(specs.StartTimeout))
 
 func newNamespace(ctx context.Context) string {
 	GinkgoHelper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "spec-"}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	DeferCleanup(func(ctx context.Context) {
-		Expect(client.IgnoreNotFound(k8s.Delete(ctx, ns))).To(Succeed())
-	})
-	return ns.Name
+	return specs.NewNamespace(ctx, k8s)
 }
