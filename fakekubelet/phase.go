@@ -1,0 +1,121 @@
+package fakekubelet
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// reasonRestartingAllContainers is the state reason the kubelet gives every container it removed
+// for a RestartAllContainers; a container with it counts as restartable.
+const reasonRestartingAllContainers = "RestartingAllContainers"
+
+// phaseInput is what the kubelet's phase computation reads.
+type phaseInput struct {
+	spec *corev1.PodSpec
+	// initStatuses and statuses are the container statuses about to be published.
+	initStatuses, statuses []corev1.ContainerStatus
+	// initialized: some regular container has an instance in the runtime that has not exited.
+	initialized bool
+	// terminating: the pod is being torn down (its deletion or its terminal phase); then a pod
+	// whose containers have all stopped is terminal whether or not they would restart.
+	terminating bool
+}
+
+// phase computes the pod phase from container statuses as the 1.35 kubelet's getPhase does with
+// the container-restart-rules gate on (reference §4.1); a RestartAllContainers rule match counts
+// as restartable when that gate is on.
+func (r restartRules) phase(in phaseInput) corev1.PodPhase {
+	var pendingInit, failedInitNotRestartable, pendingSidecar int
+	var running, waiting, stopped, succeeded, stoppedNotRestartable, unknown int
+
+	restartable := func(c *corev1.Container, t *corev1.ContainerStateTerminated) bool {
+		return t.Reason == reasonRestartingAllContainers || r.shouldRestart(c, in.spec.RestartPolicy, t.ExitCode)
+	}
+
+	for i := range in.spec.InitContainers {
+		c := &in.spec.InitContainers[i]
+		s := findStatus(in.initStatuses, c.Name)
+		if isSidecar(c) {
+			switch {
+			case s == nil:
+				unknown++
+			case s.State.Running != nil:
+				running++
+				if s.Started == nil || !*s.Started {
+					pendingSidecar++
+				}
+			case s.State.Waiting != nil && s.LastTerminationState.Terminated == nil:
+				pendingSidecar++
+				waiting++
+			}
+			continue
+		}
+		var failed *corev1.ContainerStateTerminated
+		switch {
+		case s == nil, s.State.Running != nil:
+			pendingInit++
+		case s.State.Terminated != nil:
+			failed = s.State.Terminated
+		case s.State.Waiting != nil && s.LastTerminationState.Terminated != nil:
+			failed = s.LastTerminationState.Terminated
+		case s.State.Waiting != nil:
+			pendingInit++
+		}
+		if failed != nil && failed.ExitCode != 0 && !restartable(c, failed) {
+			failedInitNotRestartable++
+		}
+	}
+
+	for i := range in.spec.Containers {
+		c := &in.spec.Containers[i]
+		s := findStatus(in.statuses, c.Name)
+		switch {
+		case s == nil:
+			unknown++
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+			if !restartable(c, s.State.Terminated) {
+				stoppedNotRestartable++
+			}
+		case s.State.Waiting != nil && s.LastTerminationState.Terminated != nil:
+			stopped++
+			if !restartable(c, s.LastTerminationState.Terminated) {
+				stoppedNotRestartable++
+			}
+		case s.State.Waiting != nil:
+			waiting++
+		}
+	}
+
+	switch {
+	case failedInitNotRestartable > 0:
+		return corev1.PodFailed
+	case pendingInit > 0 || (pendingSidecar > 0 && !in.initialized) || waiting > 0:
+		return corev1.PodPending
+	case running > 0 && unknown == 0:
+		return corev1.PodRunning
+	case running == 0 && stopped > 0 && unknown == 0:
+		if !in.terminating && stopped != stoppedNotRestartable {
+			return corev1.PodRunning // something will start again
+		}
+		if stopped == succeeded {
+			return corev1.PodSucceeded
+		}
+		return corev1.PodFailed
+	}
+	return corev1.PodPending
+}
+
+// findStatus returns the status of the named container, or nil.
+func findStatus(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
+	for i := range statuses {
+		if statuses[i].Name == name {
+			return &statuses[i]
+		}
+	}
+	return nil
+}
