@@ -32,8 +32,9 @@ envtest-assets: ## Find or build kube-apiserver and etcd; prints their directory
 	$(GO) run ./cmd/restartbed assets
 
 .PHONY: test
-test: envtest-assets ## Everything: unit tests and the envtest suites, with the race detector.
+test: envtest-assets ## Everything: unit tests, the envtest suites and the library consumer, with the race detector.
 	$(GO) test $(GOTEST_FLAGS) ./...
+	cd examples/consumer && $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no control plane).
@@ -51,6 +52,9 @@ verify: ## Fail on unformatted code, vet findings, untidy modules or stale gener
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
+	cd examples/consumer && $(GO) mod tidy -diff && $(GO) vet ./...
+	@diff <(sed -n '/^replace (/,/^)/p' go.mod) <(sed -n '/^replace (/,/^)/p' examples/consumer/go.mod) \
+		|| { echo "examples/consumer/go.mod must copy go.mod's replace block"; exit 1; }
 	$(MAKE) --no-print-directory generate
 	@out=$$(git status --porcelain); if [ -n "$$out" ]; then echo "generated files are stale or untracked (run make generate and commit):"; echo "$$out"; exit 1; fi
 
