@@ -114,6 +114,9 @@ func newCluster(opts Options) (*Cluster, error) {
 	if err := profile.Validate(); err != nil {
 		return nil, err
 	}
+	if err := fakekubelet.ValidatePools(opts.Nodes); err != nil {
+		return nil, fmt.Errorf("node pools: %w", err)
+	}
 	c := &Cluster{FeatureGates: gates, Timing: profile, Clock: opts.Clock, Scheme: opts.Scheme}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

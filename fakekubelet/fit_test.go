@@ -191,13 +191,13 @@ func TestUnschedulableMessage(t *testing.T) {
 }
 
 func TestValidatePools(t *testing.T) {
-	err := validatePools([]NodePool{
+	err := ValidatePools([]NodePool{
 		{Name: "pool-a", Count: 2},
 		{Name: "Pool_B", Count: -1, Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1")}},
 		{Name: "pool-a", Count: 1},
 	})
 	if err == nil {
-		t.Fatal("validatePools() accepted bad pools")
+		t.Fatal("ValidatePools() accepted bad pools")
 	}
 	for _, want := range []string{
 		`pools[1].name "Pool_B": a lowercase RFC 1123 label`,

@@ -83,11 +83,12 @@ func (o *Options) complete() error {
 		discard := logr.Discard()
 		o.Logger = &discard
 	}
-	return validatePools(o.Pools)
+	return ValidatePools(o.Pools)
 }
 
-// validatePools reports every problem with the pools, each with its place.
-func validatePools(pools []NodePool) error {
+// ValidatePools reports every problem with the pools, each with its place, so a caller can
+// refuse bad pools before it starts anything.
+func ValidatePools(pools []NodePool) error {
 	var errs []error
 	seen := map[string]bool{}
 	for i, p := range pools {
