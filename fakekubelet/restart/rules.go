@@ -1,4 +1,8 @@
-package fakekubelet
+// Package restart owns the kubelet's decisions about stopped containers and the pod phase they
+// lead to, with the 1.35 semantics of container restart rules (KEP-5307) and RestartAllContainers
+// (KEP-5532): reference/kubelet-restart-semantics.md §2.1, §3.1 and §4.1. It decides only; it
+// runs nothing and talks to no apiserver.
+package restart
 
 import (
 	"slices"
@@ -6,16 +10,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// restartRules decides, for one kubelet with the restart gates it runs with, what a container's
+// Rules decides, for one kubelet with the restart gates it runs with, what a container's
 // exit means: the container-level restart policy and rules of KEP-5307 and the
 // RestartAllContainers action of KEP-5532 (reference §2.1, §3.1).
 //
 // Upstream's helpers for this (k8s.io/kubernetes/pkg/api/v1/pod) read the process-wide feature
 // gate; restartbed runs clusters with different gates in one process, so it decides here, with
 // the gate of the kubelet at hand.
-type restartRules struct {
-	// restartAll is the RestartAllContainersOnContainerExits gate of this kubelet.
-	restartAll bool
+type Rules struct {
+	// RestartAll is the RestartAllContainersOnContainerExits gate of this kubelet.
+	RestartAll bool
 }
 
 // matchingRule returns the first rule of c whose exit codes match, or nil. A rule without
@@ -42,17 +46,17 @@ func matchingRule(c *corev1.Container, exitCode int32) *corev1.ContainerRestartR
 	return nil
 }
 
-// shouldRestart reports whether a container that exited with exitCode is started again. Rules
+// ShouldRestart reports whether a container that exited with exitCode is started again. Rules
 // count only when the container has its own restartPolicy; the first matching rule decides;
 // without a match the container's policy decides, and without one the pod's.
-func (r restartRules) shouldRestart(c *corev1.Container, pod corev1.RestartPolicy, exitCode int32) bool {
+func (r Rules) ShouldRestart(c *corev1.Container, pod corev1.RestartPolicy, exitCode int32) bool {
 	if c.RestartPolicy != nil {
 		if rule := matchingRule(c, exitCode); rule != nil {
 			switch rule.Action {
 			case corev1.ContainerRestartRuleActionRestart:
 				return true
 			case corev1.ContainerRestartRuleActionRestartAllContainers:
-				if r.restartAll {
+				if r.RestartAll {
 					return true
 				}
 				// With the gate off the rule is inert and the policies decide.
@@ -75,21 +79,21 @@ func policyRestarts(p corev1.RestartPolicy, exitCode int32) bool {
 	}
 }
 
-// restartsAll reports whether an exit of c with exitCode triggers RestartAllContainers: the
-// first matching rule has that action, and the gate is on. Unlike shouldRestart, it does not
+// RestartsAll reports whether an exit of c with exitCode triggers RestartAllContainers: the
+// first matching rule has that action, and the gate is on. Unlike ShouldRestart, it does not
 // need the container's own restartPolicy (validation requires one anyway).
-func (r restartRules) restartsAll(c *corev1.Container, exitCode int32) bool {
-	if !r.restartAll {
+func (r Rules) RestartsAll(c *corev1.Container, exitCode int32) bool {
+	if !r.RestartAll {
 		return false
 	}
 	rule := matchingRule(c, exitCode)
 	return rule != nil && rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers
 }
 
-// couldRestartAll reports whether any init or regular container of the pod has a
+// CouldRestartAll reports whether any init or regular container of the pod has a
 // RestartAllContainers rule; only such pods carry the AllContainersRestarting condition.
-func (r restartRules) couldRestartAll(spec *corev1.PodSpec) bool {
-	if !r.restartAll {
+func (r Rules) CouldRestartAll(spec *corev1.PodSpec) bool {
+	if !r.RestartAll {
 		return false
 	}
 	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
@@ -104,7 +108,7 @@ func (r restartRules) couldRestartAll(spec *corev1.PodSpec) bool {
 	return false
 }
 
-// isSidecar reports whether an init container is a sidecar: restartPolicy Always.
-func isSidecar(c *corev1.Container) bool {
+// IsSidecar reports whether an init container is a sidecar: restartPolicy Always.
+func IsSidecar(c *corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }

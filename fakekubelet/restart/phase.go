@@ -1,40 +1,40 @@
-package fakekubelet
+package restart
 
 import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// reasonRestartingAllContainers is the state reason the kubelet gives every container it removed
+// ReasonRestartingAllContainers is the state reason the kubelet gives every container it removed
 // for a RestartAllContainers; a container with it counts as restartable.
-const reasonRestartingAllContainers = "RestartingAllContainers"
+const ReasonRestartingAllContainers = "RestartingAllContainers"
 
-// phaseInput is what the kubelet's phase computation reads.
-type phaseInput struct {
-	spec *corev1.PodSpec
-	// initStatuses and statuses are the container statuses about to be published.
-	initStatuses, statuses []corev1.ContainerStatus
-	// initialized: some regular container has an instance in the runtime that has not exited.
-	initialized bool
-	// terminating: the pod is being torn down (its deletion or its terminal phase); then a pod
+// PhaseInput is what the kubelet's phase computation reads.
+type PhaseInput struct {
+	Spec *corev1.PodSpec
+	// InitStatuses and Statuses are the container statuses about to be published.
+	InitStatuses, Statuses []corev1.ContainerStatus
+	// Initialized: some regular container has an instance in the runtime that has not exited.
+	Initialized bool
+	// Terminating: the pod is being torn down (its deletion or its terminal phase); then a pod
 	// whose containers have all stopped is terminal whether or not they would restart.
-	terminating bool
+	Terminating bool
 }
 
-// phase computes the pod phase from container statuses as the 1.35 kubelet's getPhase does with
+// Phase computes the pod phase from container statuses as the 1.35 kubelet's getPhase does with
 // the container-restart-rules gate on (reference §4.1); a RestartAllContainers rule match counts
 // as restartable when that gate is on.
-func (r restartRules) phase(in phaseInput) corev1.PodPhase {
+func (r Rules) Phase(in PhaseInput) corev1.PodPhase {
 	var pendingInit, failedInitNotRestartable, pendingSidecar int
 	var running, waiting, stopped, succeeded, stoppedNotRestartable, unknown int
 
 	restartable := func(c *corev1.Container, t *corev1.ContainerStateTerminated) bool {
-		return t.Reason == reasonRestartingAllContainers || r.shouldRestart(c, in.spec.RestartPolicy, t.ExitCode)
+		return t.Reason == ReasonRestartingAllContainers || r.ShouldRestart(c, in.Spec.RestartPolicy, t.ExitCode)
 	}
 
-	for i := range in.spec.InitContainers {
-		c := &in.spec.InitContainers[i]
-		s := findStatus(in.initStatuses, c.Name)
-		if isSidecar(c) {
+	for i := range in.Spec.InitContainers {
+		c := &in.Spec.InitContainers[i]
+		s := StatusOf(in.InitStatuses, c.Name)
+		if IsSidecar(c) {
 			switch {
 			case s == nil:
 				unknown++
@@ -65,9 +65,9 @@ func (r restartRules) phase(in phaseInput) corev1.PodPhase {
 		}
 	}
 
-	for i := range in.spec.Containers {
-		c := &in.spec.Containers[i]
-		s := findStatus(in.statuses, c.Name)
+	for i := range in.Spec.Containers {
+		c := &in.Spec.Containers[i]
+		s := StatusOf(in.Statuses, c.Name)
 		switch {
 		case s == nil:
 			unknown++
@@ -94,12 +94,12 @@ func (r restartRules) phase(in phaseInput) corev1.PodPhase {
 	switch {
 	case failedInitNotRestartable > 0:
 		return corev1.PodFailed
-	case pendingInit > 0 || (pendingSidecar > 0 && !in.initialized) || waiting > 0:
+	case pendingInit > 0 || (pendingSidecar > 0 && !in.Initialized) || waiting > 0:
 		return corev1.PodPending
 	case running > 0 && unknown == 0:
 		return corev1.PodRunning
 	case running == 0 && stopped > 0 && unknown == 0:
-		if !in.terminating && stopped != stoppedNotRestartable {
+		if !in.Terminating && stopped != stoppedNotRestartable {
 			return corev1.PodRunning // something will start again
 		}
 		if stopped == succeeded {
@@ -110,8 +110,8 @@ func (r restartRules) phase(in phaseInput) corev1.PodPhase {
 	return corev1.PodPending
 }
 
-// findStatus returns the status of the named container, or nil.
-func findStatus(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
+// StatusOf returns the status of the named container, or nil.
+func StatusOf(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
 	for i := range statuses {
 		if statuses[i].Name == name {
 			return &statuses[i]

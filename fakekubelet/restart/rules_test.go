@@ -1,4 +1,4 @@
-package fakekubelet
+package restart
 
 import (
 	"testing"
@@ -55,7 +55,7 @@ func waitingAfterS(name, reason string, lastCode int32, lastReason string) corev
 
 // restartedAll is a container's status right after a RestartAllContainers cleanup (§3.3, Sync C).
 func restartedAll(name string) corev1.ContainerStatus {
-	return waitingAfterS(name, reasonRestartingAllContainers, 137, reasonRestartingAllContainers)
+	return waitingAfterS(name, ReasonRestartingAllContainers, 137, ReasonRestartingAllContainers)
 }
 
 func TestShouldRestart(t *testing.T) {
@@ -86,12 +86,12 @@ func TestShouldRestart(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := restartRules{restartAll: !tc.gateOff}
-			if got := r.shouldRestart(&tc.c, tc.pod, tc.exit); got != tc.want {
-				t.Errorf("shouldRestart() = %v, want %v", got, tc.want)
+			r := Rules{RestartAll: !tc.gateOff}
+			if got := r.ShouldRestart(&tc.c, tc.pod, tc.exit); got != tc.want {
+				t.Errorf("ShouldRestart() = %v, want %v", got, tc.want)
 			}
-			if got := r.restartsAll(&tc.c, tc.exit); got != tc.wantAllOn {
-				t.Errorf("restartsAll() = %v, want %v", got, tc.wantAllOn)
+			if got := r.RestartsAll(&tc.c, tc.exit); got != tc.wantAllOn {
+				t.Errorf("RestartsAll() = %v, want %v", got, tc.wantAllOn)
 			}
 		})
 	}
@@ -106,128 +106,128 @@ func TestPhase(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		in   phaseInput
+		in   PhaseInput
 		want corev1.PodPhase
 	}{
 		{
 			name: "I5: no rule matches and the container may not restart: Failed",
-			in: phaseInput{
-				spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{ctr("main", never, rule(restart, in, 42))}},
-				statuses: []corev1.ContainerStatus{exitedS("main", 1)},
+			in: PhaseInput{
+				Spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{ctr("main", never, rule(restart, in, 42))}},
+				Statuses: []corev1.ContainerStatus{exitedS("main", 1)},
 			},
 			want: corev1.PodFailed,
 		},
 		{
 			name: "I2: exit 42 matching Restart keeps the pod Running",
-			in: phaseInput{
-				spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{ctr("main", never, rule(restart, in, 42))}},
-				statuses: []corev1.ContainerStatus{exitedS("main", 42)},
+			in: PhaseInput{
+				Spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{ctr("main", never, rule(restart, in, 42))}},
+				Statuses: []corev1.ContainerStatus{exitedS("main", 42)},
 			},
 			want: corev1.PodRunning,
 		},
 		{
 			name: "I3: in CrashLoopBackOff the pod stays Running",
-			in: phaseInput{
-				spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{ctr("main", never, rule(restart, in, 42))}},
-				statuses: []corev1.ContainerStatus{waitingAfterS("main", "CrashLoopBackOff", 42, "Error")},
+			in: PhaseInput{
+				Spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{ctr("main", never, rule(restart, in, 42))}},
+				Statuses: []corev1.ContainerStatus{waitingAfterS("main", "CrashLoopBackOff", 42, "Error")},
 			},
 			want: corev1.PodRunning,
 		},
 		{
 			name: "Failed despite pod Always: a Never container failed",
-			in: phaseInput{
-				spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{ctr("a", never), ctr("b", onFailure)}},
-				statuses: []corev1.ContainerStatus{exitedS("a", 1), exitedS("b", 0)},
+			in: PhaseInput{
+				Spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{ctr("a", never), ctr("b", onFailure)}},
+				Statuses: []corev1.ContainerStatus{exitedS("a", 1), exitedS("b", 0)},
 			},
 			want: corev1.PodFailed,
 		},
 		{
 			name: "Succeeded despite pod Always: every container's own policy lets it stop",
-			in: phaseInput{
-				spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{ctr("a", never), ctr("b", onFailure)}},
-				statuses: []corev1.ContainerStatus{exitedS("a", 0), exitedS("b", 0)},
+			in: PhaseInput{
+				Spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{ctr("a", never), ctr("b", onFailure)}},
+				Statuses: []corev1.ContainerStatus{exitedS("a", 0), exitedS("b", 0)},
 			},
 			want: corev1.PodSucceeded,
 		},
 		{
 			name: "pod Always without container policies restarts: Running",
-			in: phaseInput{
-				spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{ctr("a", nil)}},
-				statuses: []corev1.ContainerStatus{exitedS("a", 0)},
+			in: PhaseInput{
+				Spec:     &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{ctr("a", nil)}},
+				Statuses: []corev1.ContainerStatus{exitedS("a", 0)},
 			},
 			want: corev1.PodRunning,
 		},
 		{
 			name: "terminating: stopped containers make the pod terminal even if they would restart",
-			in: phaseInput{
-				spec:        &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{ctr("a", nil)}},
-				statuses:    []corev1.ContainerStatus{exitedS("a", 137)},
-				terminating: true,
+			in: PhaseInput{
+				Spec:        &corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{ctr("a", nil)}},
+				Statuses:    []corev1.ContainerStatus{exitedS("a", 137)},
+				Terminating: true,
 			},
 			want: corev1.PodFailed,
 		},
 		{
 			name: "S0: nothing started",
-			in: phaseInput{spec: &seqA,
-				initStatuses: []corev1.ContainerStatus{waitingS("init", "PodInitializing"), waitingS("sidecar", "PodInitializing")},
-				statuses:     []corev1.ContainerStatus{waitingS("source-container", "PodInitializing"), waitingS("regular", "PodInitializing")}},
+			in: PhaseInput{Spec: &seqA,
+				InitStatuses: []corev1.ContainerStatus{waitingS("init", "PodInitializing"), waitingS("sidecar", "PodInitializing")},
+				Statuses:     []corev1.ContainerStatus{waitingS("source-container", "PodInitializing"), waitingS("regular", "PodInitializing")}},
 			want: corev1.PodPending,
 		},
 		{
 			name: "S3: all running",
-			in: phaseInput{spec: &seqA, initialized: true,
-				initStatuses: []corev1.ContainerStatus{exitedS("init", 0), runningS("sidecar", true)},
-				statuses:     []corev1.ContainerStatus{runningS("source-container", true), runningS("regular", true)}},
+			in: PhaseInput{Spec: &seqA, Initialized: true,
+				InitStatuses: []corev1.ContainerStatus{exitedS("init", 0), runningS("sidecar", true)},
+				Statuses:     []corev1.ContainerStatus{runningS("source-container", true), runningS("regular", true)}},
 			want: corev1.PodRunning,
 		},
 		{
 			name: "S4: the source exited 42: still Running",
-			in: phaseInput{spec: &seqA, initialized: true,
-				initStatuses: []corev1.ContainerStatus{exitedS("init", 0), runningS("sidecar", true)},
-				statuses:     []corev1.ContainerStatus{exitedS("source-container", 42), runningS("regular", true)}},
+			in: PhaseInput{Spec: &seqA, Initialized: true,
+				InitStatuses: []corev1.ContainerStatus{exitedS("init", 0), runningS("sidecar", true)},
+				Statuses:     []corev1.ContainerStatus{exitedS("source-container", 42), runningS("regular", true)}},
 			want: corev1.PodRunning,
 		},
 		{
 			name: "S5: cleaned up: everything restartable, Running",
-			in: phaseInput{spec: &seqA,
-				initStatuses: []corev1.ContainerStatus{restartedAll("init"), restartedAll("sidecar")},
-				statuses:     []corev1.ContainerStatus{restartedAll("source-container"), restartedAll("regular")}},
+			in: PhaseInput{Spec: &seqA,
+				InitStatuses: []corev1.ContainerStatus{restartedAll("init"), restartedAll("sidecar")},
+				Statuses:     []corev1.ContainerStatus{restartedAll("source-container"), restartedAll("regular")}},
 			want: corev1.PodRunning,
 		},
 		{
 			name: "S6: the init container runs again: Pending",
-			in: phaseInput{spec: &seqA,
-				initStatuses: []corev1.ContainerStatus{runningS("init", true), restartedAll("sidecar")},
-				statuses:     []corev1.ContainerStatus{restartedAll("source-container"), restartedAll("regular")}},
+			in: PhaseInput{Spec: &seqA,
+				InitStatuses: []corev1.ContainerStatus{runningS("init", true), restartedAll("sidecar")},
+				Statuses:     []corev1.ContainerStatus{restartedAll("source-container"), restartedAll("regular")}},
 			want: corev1.PodPending,
 		},
 		{
 			name: "S13: the init container fails after the restart, pod Never: Failed",
-			in: phaseInput{spec: &seqA,
-				initStatuses: []corev1.ContainerStatus{exitedS("init", 1), restartedAll("sidecar")},
-				statuses:     []corev1.ContainerStatus{restartedAll("source-container"), restartedAll("regular")}},
+			in: PhaseInput{Spec: &seqA,
+				InitStatuses: []corev1.ContainerStatus{exitedS("init", 1), restartedAll("sidecar")},
+				Statuses:     []corev1.ContainerStatus{restartedAll("source-container"), restartedAll("regular")}},
 			want: corev1.PodFailed,
 		},
 		{
 			name: "a sidecar not yet started holds the pod Pending before initialization",
-			in: phaseInput{spec: &seqA,
-				initStatuses: []corev1.ContainerStatus{exitedS("init", 0), runningS("sidecar", false)},
-				statuses:     []corev1.ContainerStatus{waitingS("source-container", "PodInitializing"), waitingS("regular", "PodInitializing")}},
+			in: PhaseInput{Spec: &seqA,
+				InitStatuses: []corev1.ContainerStatus{exitedS("init", 0), runningS("sidecar", false)},
+				Statuses:     []corev1.ContainerStatus{waitingS("source-container", "PodInitializing"), waitingS("regular", "PodInitializing")}},
 			want: corev1.PodPending,
 		},
 		{
 			name: "S9: a Never container exited 1 while the others run: Running",
-			in: phaseInput{spec: &seqA, initialized: true,
-				initStatuses: []corev1.ContainerStatus{exitedS("init", 0), runningS("sidecar", true)},
-				statuses:     []corev1.ContainerStatus{runningS("source-container", true), exitedS("regular", 1)}},
+			in: PhaseInput{Spec: &seqA, Initialized: true,
+				InitStatuses: []corev1.ContainerStatus{exitedS("init", 0), runningS("sidecar", true)},
+				Statuses:     []corev1.ContainerStatus{runningS("source-container", true), exitedS("regular", 1)}},
 			want: corev1.PodRunning,
 		},
 	}
-	r := restartRules{restartAll: true}
+	r := Rules{RestartAll: true}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, r.phase(tc.in)); diff != "" {
-				t.Errorf("phase() (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, r.Phase(tc.in)); diff != "" {
+				t.Errorf("Phase() (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -235,13 +235,13 @@ func TestPhase(t *testing.T) {
 
 func TestCouldRestartAll(t *testing.T) {
 	spec := &corev1.PodSpec{InitContainers: []corev1.Container{ctr("agent", always, rule(restartAll, in, 1))}}
-	if !(restartRules{restartAll: true}).couldRestartAll(spec) {
+	if !(Rules{RestartAll: true}).CouldRestartAll(spec) {
 		t.Error("a sidecar's RestartAllContainers rule makes the pod eligible")
 	}
-	if (restartRules{restartAll: false}).couldRestartAll(spec) {
+	if (Rules{RestartAll: false}).CouldRestartAll(spec) {
 		t.Error("with the gate off no pod is eligible")
 	}
-	if (restartRules{restartAll: true}).couldRestartAll(&corev1.PodSpec{Containers: []corev1.Container{ctr("w", never, rule(restart, in, 1))}}) {
+	if (Rules{RestartAll: true}).CouldRestartAll(&corev1.PodSpec{Containers: []corev1.Container{ctr("w", never, rule(restart, in, 1))}}) {
 		t.Error("a Restart rule alone does not make the pod eligible")
 	}
 }
