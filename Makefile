@@ -12,7 +12,7 @@ TOOLS    := $(GO) tool -modfile=$(CURDIR)/hack/tools/go.mod
 # Flags for every `go test` of `make test`; the race detector is on because the emulation is
 # concurrent throughout. `make test GOTEST_FLAGS=` turns it off for a quicker local run.
 GOTEST_FLAGS ?= -race
-# Packages under test/ start control planes; everything else is a unit test.
+# Packages under test/ hold the envtest suites and their helpers; everything else is a unit test.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
 
 .PHONY: help
