@@ -1,4 +1,6 @@
-package status_test
+// Package podstatus tests the emulated kubelet's status manager (fakekubelet/status) against a
+// real apiserver: coalescing, ordering, refused transitions and replaced pods.
+package podstatus
 
 import (
 	"context"
