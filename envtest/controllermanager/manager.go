@@ -115,11 +115,13 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 	// Deprecation warnings on what upstream controllers read (v1 Endpoints, say) are upstream's
 	// business, not the user's.
 	cfg.WarningHandler = rest.NoWarnings{}
-	clientFor := func(name string) (*kubernetes.Clientset, error) {
+	// Each controller identifies itself in the apiserver's logs and metrics, as in a cluster.
+	configFor := func(name string) *rest.Config {
 		c := rest.CopyConfig(cfg)
 		rest.AddUserAgent(c, name)
-		return kubernetes.NewForConfig(c)
+		return c
 	}
+	clientFor := func(name string) (*kubernetes.Clientset, error) { return kubernetes.NewForConfig(configFor(name)) }
 
 	informerClient, err := clientFor("shared-informers")
 	if err != nil {
@@ -139,9 +141,7 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("garbage collector client: %w", err)
 	}
-	gcConfig := rest.CopyConfig(cfg)
-	rest.AddUserAgent(gcConfig, "garbage-collector")
-	metadataClient, err := metadata.NewForConfig(gcConfig)
+	metadataClient, err := metadata.NewForConfig(configFor("garbage-collector"))
 	if err != nil {
 		return fmt.Errorf("garbage collector metadata client: %w", err)
 	}
