@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/restartbed/restartbed/fakekubelet/restart"
 )
 
 // PodScheduled reasons and messages, as kube-scheduler writes them.
@@ -85,15 +87,11 @@ func schedulable(pod *corev1.Pod) bool {
 		(pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName)
 }
 
-func terminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
 func (b *binder) observePod(pod *corev1.Pod) {
 	switch {
 	case schedulable(pod):
 		b.queue.Add(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
-	case pod.Spec.NodeName != "" && !terminal(pod):
+	case pod.Spec.NodeName != "" && !restart.IsTerminal(pod.Status.Phase):
 		b.mu.Lock()
 		b.track(pod)
 		b.mu.Unlock()

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/component-helpers/nodedeclaredfeatures"
 	resourcehelper "k8s.io/component-helpers/resource"
 	v1helper "k8s.io/component-helpers/scheduling/corev1"
@@ -107,19 +106,12 @@ func resourceMisfit(pod *corev1.Pod, node *corev1.Node, used nodeUsage) []string
 			continue
 		}
 		free := node.Status.Allocatable[name].DeepCopy()
-		free.Sub(usedOf(used, name))
+		free.Sub(used.requests[name]) // a missing entry is zero
 		if want.Cmp(free) > 0 {
 			reasons = append(reasons, fmt.Sprintf(reasonInsufficient, name))
 		}
 	}
 	return reasons
-}
-
-func usedOf(u nodeUsage, name corev1.ResourceName) resource.Quantity {
-	if q, ok := u.requests[name]; ok {
-		return q
-	}
-	return resource.Quantity{}
 }
 
 // unschedulableMessage renders the reasons per node as kube-scheduler's FitError does:

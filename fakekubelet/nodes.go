@@ -38,7 +38,6 @@ const (
 	containerRuntimeVersion  = "restartbed://" + KubeletVersion
 	nodeOSImage              = "restartbed emulated node"
 	nodeKernelVersion        = "restartbed"
-	nodeLeaseNamespace       = corev1.NamespaceNodeLease
 	nodeInternalIPFirstOctet = 172
 )
 
@@ -152,7 +151,7 @@ func (k *Kubelet) register(ctx context.Context, pool NodePool, n *node) error {
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      n.name,
-			Namespace: nodeLeaseNamespace,
+			Namespace: corev1.NamespaceNodeLease,
 			// As the kubelet does, so the lease goes with its node.
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Node", Name: n.name, UID: n.uid,
@@ -164,7 +163,7 @@ func (k *Kubelet) register(ctx context.Context, pool NodePool, n *node) error {
 			RenewTime:            &metav1.MicroTime{Time: k.clock.Now()},
 		},
 	}
-	if _, err := k.client.CoordinationV1().Leases(nodeLeaseNamespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the lease of node %s: %w", n.name, err)
 	}
 	return nil
@@ -176,7 +175,7 @@ func renewLease(ctx context.Context, c kubernetes.Interface, name string, now me
 	if err != nil {
 		return err
 	}
-	_, err = c.CoordinationV1().Leases(nodeLeaseNamespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 

@@ -119,3 +119,8 @@ func StatusOf(statuses []corev1.ContainerStatus, name string) *corev1.ContainerS
 	}
 	return nil
 }
+
+// IsTerminal reports whether a pod phase is final: Succeeded or Failed. A pod never leaves it.
+func IsTerminal(p corev1.PodPhase) bool {
+	return p == corev1.PodSucceeded || p == corev1.PodFailed
+}

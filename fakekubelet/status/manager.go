@@ -279,7 +279,7 @@ func replaced(err error) bool {
 // left, and a container moved from terminated back to running or waiting when it may not restart
 // (any move is allowed for a pod that could restart all its containers).
 func (m *Manager) allowed(spec *corev1.PodSpec, old, desired *corev1.PodStatus) error {
-	if terminalPhase(old.Phase) && desired.Phase != old.Phase {
+	if restart.IsTerminal(old.Phase) && desired.Phase != old.Phase {
 		return fmt.Errorf("phase may not change from %s to %s", old.Phase, desired.Phase)
 	}
 	if spec == nil || m.rules.CouldRestartAll(spec) {
@@ -303,8 +303,4 @@ func (m *Manager) allowed(spec *corev1.PodSpec, old, desired *corev1.PodStatus) 
 		return err
 	}
 	return check(spec.Containers, old.ContainerStatuses, desired.ContainerStatuses, "container")
-}
-
-func terminalPhase(p corev1.PodPhase) bool {
-	return p == corev1.PodSucceeded || p == corev1.PodFailed
 }
