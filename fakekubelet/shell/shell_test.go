@@ -1,0 +1,150 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/restartbed/restartbed/fakekubelet/vfs"
+)
+
+func newEnv(t *testing.T) (Env, *bytes.Buffer, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	var out bytes.Buffer
+	pod := vfs.NewPod(clk)
+	fs := pod.NewFS()
+	if err := fs.Mount("/mnt/data", pod.NewVolume()); err != nil {
+		t.Fatal(err)
+	}
+	return Env{FS: fs, Vars: []string{"POD_NAME=p-0"}, Stdout: &out, Stderr: &out, Clock: clk, Hostname: "p-0"}, &out, clk
+}
+
+func TestScripts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		argv   []string
+		code   int
+		output string
+	}{
+		{"exit code", []string{"sh", "-c", "exit 42"}, 42, ""},
+		{"marker file, first run", []string{"/bin/sh", "-c", "if [ -f /mnt/data/marker ]; then exit 0; fi; touch /mnt/data/marker; exit 1"}, 1, ""},
+		{"bash regex and expansion", []string{"bash", "-c", `x=worker-3; [[ $x =~ ^worker-([0-9]+)$ ]] && echo "${BASH_REMATCH[1]} ${x%-*} ${x/worker/w} ${#x}"`}, 0, "3 worker w-3 8\n"},
+		{"downward env", []string{"sh", "-c", `echo "$POD_NAME $HOSTNAME"`}, 0, "p-0 p-0\n"},
+		{"globs see the virtual tree only", []string{"sh", "-c", "touch /tmp/a.x /tmp/b.x; echo /tmp/*.x; ls /etc"}, 0, "/tmp/a.x /tmp/b.x\n"},
+		{"host files do not exist", []string{"sh", "-c", "cat /etc/hostname"}, 1, "cat: /etc/hostname: No such file or directory\n"},
+		{"unknown command", []string{"sh", "-c", "curl http://example.com"}, 127, "sh: curl: not found\n"},
+		{"command -v does not search the host", []string{"sh", "-c", "command -v sleep; command -v gcc || echo none"}, 0, "/bin/sleep\nnone\n"},
+		{"utility as entrypoint", []string{"/bin/false"}, 1, ""},
+		{"script arguments", []string{"sh", "-c", `echo "$0 $1 $#"`, "name", "one"}, 0, "name one 1\n"},
+		{"-e stops at the first failure", []string{"sh", "-ec", "false; echo unreachable"}, 1, ""},
+		{"redirections and pipes", []string{"sh", "-c", "echo a > /tmp/f; echo b >> /tmp/f; cat /tmp/f | wc -l; grep -c b /tmp/f; echo x >/dev/null"}, 0, "2\n1\n"},
+		{"process substitution is refused", []string{"bash", "-c", "cat <(echo hi)"}, 2, "bash: process substitution is not supported by restartbed's shell\n"},
+		{"syntax error", []string{"sh", "-c", "if then"}, 2, ""},
+		{"seq and arithmetic", []string{"sh", "-c", "s=0; for i in $(seq 3); do s=$((s+i)); done; echo $s"}, 0, "6\n"},
+		{"date on the component clock", []string{"date", "+%s"}, 0, "1767323045\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, out, _ := newEnv(t)
+			code := Exec(context.Background(), tc.argv, env)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d (output %q)", code, tc.code, out.String())
+			}
+			if tc.name != "syntax error" && out.String() != tc.output {
+				t.Errorf("output %q, want %q", out.String(), tc.output)
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	if err := Check([]string{"/usr/bin/python3", "train.py"}); err == nil {
+		t.Error("Check accepted a program restartbed cannot run")
+	}
+	for _, argv := range [][]string{{"sh", "-c", "x"}, {"/bin/bash"}, {"sleep", "1"}, {"echo", "x"}} {
+		if err := Check(argv); err != nil {
+			t.Errorf("Check(%q): %v", argv, err)
+		}
+	}
+}
+
+func TestMarkerFileSurvivesOnVolumeOnly(t *testing.T) {
+	env, _, clk := newEnv(t)
+	pod := vfs.NewPod(clk)
+	vol := pod.NewVolume()
+	script := []string{"sh", "-c", "if [ -f /mnt/data/marker ] && [ ! -f /tmp/own ]; then exit 0; fi; touch /mnt/data/marker /tmp/own; exit 1"}
+	for i, want := range []int{1, 0} {
+		fs := pod.NewFS() // a restarted container gets a fresh tree
+		if err := fs.Mount("/mnt/data", vol); err != nil {
+			t.Fatal(err)
+		}
+		env.FS = fs
+		if got := Exec(context.Background(), script, env); got != want {
+			t.Fatalf("run %d: exit %d, want %d", i, got, want)
+		}
+	}
+}
+
+// runMain starts RunMain and returns its term and kill cancels and a channel with the code.
+func runMain(env Env, argv []string) (context.CancelFunc, context.CancelFunc, <-chan int) {
+	term, sigterm := context.WithCancel(context.Background())
+	kill, sigkill := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- RunMain(term, kill, argv, env) }()
+	return sigterm, sigkill, done
+}
+
+func TestSleepFollowsTheClock(t *testing.T) {
+	env, _, clk := newEnv(t)
+	_, sigkill, done := runMain(env, []string{"sh", "-c", "sleep 10; exit 3"})
+	defer sigkill()
+	waitForWaiters(t, clk)
+	clk.Step(9 * time.Second)
+	select {
+	case code := <-done:
+		t.Fatalf("exited with %d before the clock reached 10s", code)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Step(time.Second)
+	if code := <-done; code != 3 {
+		t.Fatalf("exit %d, want 3", code)
+	}
+}
+
+func TestPID1IgnoresSIGTERMUnlessTrapped(t *testing.T) {
+	env, _, clk := newEnv(t)
+	sigterm, sigkill, done := runMain(env, []string{"sh", "-c", "sleep 3600"})
+	waitForWaiters(t, clk)
+	sigterm()
+	select {
+	case code := <-done:
+		t.Fatalf("an untrapped SIGTERM ended the script with %d", code)
+	case <-time.After(50 * time.Millisecond):
+	}
+	sigkill()
+	if code := <-done; code != ExitKilled {
+		t.Fatalf("exit %d after SIGKILL, want %d", code, ExitKilled)
+	}
+
+	sigterm, sigkill, done = runMain(env, []string{"sh", "-c", "trap 'echo bye; exit 0' TERM; sleep 3600"})
+	defer sigkill()
+	waitForWaiters(t, clk)
+	sigterm()
+	if code := <-done; code != 0 {
+		t.Fatalf("trapped SIGTERM: exit %d, want the trap's 0", code)
+	}
+}
+
+func waitForWaiters(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the script never started sleeping")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
