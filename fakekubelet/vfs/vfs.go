@@ -378,3 +378,6 @@ func (i fileInfo) Mode() fs.FileMode  { return i.mode }
 func (i fileInfo) ModTime() time.Time { return i.modTime }
 func (i fileInfo) IsDir() bool        { return i.mode.IsDir() }
 func (i fileInfo) Sys() any           { return &syscall.Stat_t{} }
+
+// FS returns a tree whose root is the volume, to fill it before any container mounts it.
+func (v *Volume) FS(p *Pod) *FS { return &FS{pod: p, root: v.root} }

@@ -1,0 +1,203 @@
+// Package program decides what an emulated container runs and gives in-process Go programs
+// what a process in a container has: its environment (downward API resolved), the pod's
+// service-account identity, the component clock, its filesystem, and pod ports to serve on.
+//
+// A Registry maps containers to programs by container name and image glob; the first matching
+// rule wins. Containers no rule matches run their own command through the shell package, or run
+// until stopped when they have none. Builtins are programs registered by name (the JobSet agent
+// registers itself as "agent"), so scenarios can refer to them.
+package program
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/restartbed/restartbed/fakekubelet/vfs"
+)
+
+// Program is an in-process container program. Run's context is cancelled when the container is
+// sent SIGTERM; a program that has not returned when the grace period ends is reported as killed
+// (exit 137), and must still return soon after, because Stop waits for it. The return value is
+// the exit code.
+type Program interface {
+	Run(ctx context.Context, c *Container) int
+}
+
+// Func adapts a function to a Program.
+type Func func(ctx context.Context, c *Container) int
+
+// Run calls f.
+func (f Func) Run(ctx context.Context, c *Container) int { return f(ctx, c) }
+
+// Container is what a program sees of its container.
+type Container struct {
+	// Pod is the pod as the kubelet saw it when it started the container.
+	Pod *corev1.Pod
+	// Spec is the container's spec.
+	Spec *corev1.Container
+	// Env is the resolved environment, downward API included, as KEY=VALUE in spec order.
+	Env []string
+	// Config reaches the apiserver as the pod's service account.
+	Config *rest.Config
+	// Clock is the component clock.
+	Clock clock.Clock
+	// FS is the container's filesystem, with the pod's volumes mounted.
+	FS *vfs.FS
+	// Stdout and Stderr are the container's log.
+	Stdout, Stderr io.Writer
+	// Serve makes h answer HTTP requests to the pod's IP on port (httpGet probes reach it; a
+	// tcpSocket probe succeeds while it is served). The registration ends with the container.
+	Serve func(port int32, h http.Handler)
+}
+
+// Getenv returns the value of the environment variable, or "".
+func (c *Container) Getenv(name string) string {
+	v, _ := c.LookupEnv(name)
+	return v
+}
+
+// LookupEnv returns the value of the environment variable and whether it is set; as in a
+// process, the last definition wins.
+func (c *Container) LookupEnv(name string) (string, bool) {
+	for i := len(c.Env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(c.Env[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Rule assigns a program to the containers it matches. With both Container and Image set, both
+// must match; a rule with neither matches every container.
+type Rule struct {
+	// Container is a container name.
+	Container string
+	// Image is a glob (path.Match syntax) over the container's image.
+	Image string
+	// Builtin names a registered program.
+	Builtin string
+	// Program is an in-process program (instead of Builtin).
+	Program Program
+	// Script is a shell script run instead of the container's command (instead of a program).
+	Script string
+}
+
+// Matches reports whether the rule applies to the container.
+func (r Rule) Matches(c *corev1.Container) bool {
+	if r.Container != "" && r.Container != c.Name {
+		return false
+	}
+	if r.Image != "" {
+		ok, err := path.Match(r.Image, c.Image)
+		if err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	builtinsMu sync.RWMutex
+	builtins   = map[string]Program{}
+)
+
+// RegisterBuiltin makes a program available by name; registering a name twice panics, as it is a
+// programming error.
+func RegisterBuiltin(name string, p Program) {
+	builtinsMu.Lock()
+	defer builtinsMu.Unlock()
+	if _, dup := builtins[name]; dup {
+		panic(fmt.Sprintf("program: builtin %q registered twice", name))
+	}
+	builtins[name] = p
+}
+
+// Builtins lists the registered builtin names, sorted.
+func Builtins() []string {
+	builtinsMu.RLock()
+	defer builtinsMu.RUnlock()
+	names := make([]string, 0, len(builtins))
+	for n := range builtins {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func builtin(name string) (Program, bool) {
+	builtinsMu.RLock()
+	defer builtinsMu.RUnlock()
+	p, ok := builtins[name]
+	return p, ok
+}
+
+// Registry is an ordered list of rules.
+type Registry struct {
+	rules []Rule
+}
+
+// NewRegistry checks the rules: each names exactly one of Builtin, Program and Script, images
+// are valid globs, and builtins exist. Errors name the rule by index.
+func NewRegistry(rules []Rule) (*Registry, error) {
+	var problems []string
+	for i, r := range rules {
+		set := 0
+		for _, b := range []bool{r.Builtin != "", r.Program != nil, r.Script != ""} {
+			if b {
+				set++
+			}
+		}
+		if set != 1 {
+			problems = append(problems, fmt.Sprintf("programs[%d]: exactly one of builtin, program and run must be set", i))
+		}
+		if r.Image != "" {
+			if _, err := path.Match(r.Image, ""); err != nil {
+				problems = append(problems, fmt.Sprintf("programs[%d].image: bad glob %q: %v", i, r.Image, err))
+			}
+		}
+		if r.Builtin != "" {
+			if _, ok := builtin(r.Builtin); !ok {
+				problems = append(problems, fmt.Sprintf("programs[%d].builtin: unknown program %q; known: %s",
+					i, r.Builtin, strings.Join(Builtins(), ", ")))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return &Registry{rules: slices.Clone(rules)}, nil
+}
+
+// Choice is what a container runs: a program, a script, or (both empty) its own command.
+type Choice struct {
+	Program Program
+	Script  string
+}
+
+// Lookup returns what the first matching rule assigns to the container.
+func (r *Registry) Lookup(c *corev1.Container) Choice {
+	if r == nil {
+		return Choice{}
+	}
+	for _, rule := range r.rules {
+		if !rule.Matches(c) {
+			continue
+		}
+		if rule.Builtin != "" {
+			p, _ := builtin(rule.Builtin)
+			return Choice{Program: p}
+		}
+		return Choice{Program: rule.Program, Script: rule.Script}
+	}
+	return Choice{}
+}

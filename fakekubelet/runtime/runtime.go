@@ -1,0 +1,645 @@
+// Package runtime is the container runtime of the emulated kubelets (what containerd is to a
+// real one): pod sandboxes with their IP and volumes, and container instances that run a
+// program, a script or their own command, exit, are stopped with a grace period and removed.
+// It keeps every instance until the kubelet removes it, so the kubelet sees exited instances
+// the way it sees them through the CRI, and it reports every exit through a callback, as PLEG
+// does.
+//
+// It decides nothing about restarts, ordering or status: that is the kubelet's (package
+// fakekubelet). It never touches the host: files live in package vfs, commands in package shell.
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/distribution/reference"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/fakekubelet/shell"
+	"github.com/restartbed/restartbed/fakekubelet/vfs"
+)
+
+// State is a container instance's state, as the CRI reports it.
+type State string
+
+const (
+	// Running: the process runs.
+	Running State = "running"
+	// Exited: the process ended, or never started (a start error).
+	Exited State = "exited"
+)
+
+// Exit reasons, as containerd reports them.
+const (
+	ReasonCompleted  = "Completed"
+	ReasonError      = "Error"
+	ReasonOOMKilled  = "OOMKilled"
+	ReasonStartError = "StartError"
+)
+
+// exitStartError is containerd's exit code for a container whose process could not start.
+const exitStartError = 128
+
+// Status is a snapshot of one container instance.
+type Status struct {
+	ID   string
+	Name string
+	// Attempt counts the instances of this container since the pod started or since its
+	// instances were last all removed.
+	Attempt    int
+	State      State
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	ExitCode   int32
+	Reason     string
+	Message    string
+	Image      string
+	ImageRef   string
+}
+
+// ContainerID is the status's ID as the API shows it.
+func (s *Status) ContainerID() string { return "containerd://" + s.ID }
+
+// PodStatus is a snapshot of one pod's sandbox and container instances.
+type PodStatus struct {
+	UID          types.UID
+	IP           string
+	SandboxReady bool
+	// Containers are every instance, newest first.
+	Containers []Status
+}
+
+// Latest returns the newest instance of the named container, or nil.
+func (p *PodStatus) Latest(name string) *Status {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			return &p.Containers[i]
+		}
+	}
+	return nil
+}
+
+// Previous returns the second-newest instance of the named container, or nil.
+func (p *PodStatus) Previous(name string) *Status {
+	if p == nil {
+		return nil
+	}
+	seen := false
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			if seen {
+				return &p.Containers[i]
+			}
+			seen = true
+		}
+	}
+	return nil
+}
+
+// Instances returns every instance of the named container, newest first.
+func (p *PodStatus) Instances(name string) []*Status {
+	var out []*Status
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			out = append(out, &p.Containers[i])
+		}
+	}
+	return out
+}
+
+// Options configure a Runtime.
+type Options struct {
+	// Clock stamps instances and paces grace periods and sleeps. Required.
+	Clock clock.Clock
+	// Programs say what containers run; nil: every container runs its own command.
+	Programs *program.Registry
+	// Notify is called, outside any lock, whenever an instance of the pod exits.
+	Notify func(types.UID)
+	// ConfigFor returns the rest.Config a pod's programs use (its service account). Optional.
+	ConfigFor func(*corev1.Pod) *rest.Config
+}
+
+// Runtime holds the sandboxes of every pod of every emulated node.
+type Runtime struct {
+	opts Options
+
+	mu   sync.Mutex
+	pods map[types.UID]*sandbox
+	seq  uint64
+	// nodeStorage backs hostPath volumes: per node and path, shared by that node's pods.
+	nodeStorage map[string]map[string]*vfs.Volume
+
+	procs sync.WaitGroup
+}
+
+// New returns an empty runtime.
+func New(opts Options) (*Runtime, error) {
+	if opts.Clock == nil {
+		return nil, errors.New("runtime: Options.Clock is required")
+	}
+	if opts.Notify == nil {
+		opts.Notify = func(types.UID) {}
+	}
+	return &Runtime{opts: opts, pods: map[types.UID]*sandbox{}, nodeStorage: map[string]map[string]*vfs.Volume{}}, nil
+}
+
+// sandbox is one pod's shared state.
+type sandbox struct {
+	uid      types.UID
+	node     string
+	ip       string
+	ready    bool
+	fs       *vfs.Pod
+	volumes  map[string]*vfs.Volume
+	attempts map[string]int
+	// instances in creation order.
+	instances []*instance
+}
+
+// instance is one container instance and its process.
+type instance struct {
+	status Status
+	fs     *vfs.FS
+	env    shell.Env
+	logs   *tailBuffer
+	spec   corev1.Container
+	// term and kill deliver SIGTERM and SIGKILL; forced overrides the exit (fault injection).
+	term, kill context.CancelFunc
+	forced     *forcedExit
+	// handlers are the HTTP handlers the process serves, by port.
+	handlers map[int32]http.Handler
+	// stopping: a stop was requested; done is closed when the process has returned.
+	stopping bool
+	done     chan struct{}
+}
+
+type forcedExit struct {
+	code int32
+	oom  bool
+}
+
+// RunSandbox creates the pod's sandbox with its IP and volumes; it is a no-op if it exists.
+func (r *Runtime) RunSandbox(pod *corev1.Pod, ip string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sb := r.pods[pod.UID]; sb != nil {
+		sb.ready = true
+		return
+	}
+	sb := &sandbox{uid: pod.UID, node: pod.Spec.NodeName, ip: ip, ready: true, fs: vfs.NewPod(r.opts.Clock),
+		volumes: map[string]*vfs.Volume{}, attempts: map[string]int{}}
+	for _, v := range pod.Spec.Volumes {
+		sb.volumes[v.Name] = r.volume(sb, pod, &v)
+	}
+	r.pods[pod.UID] = sb
+}
+
+// StopSandbox marks the sandbox not ready (the pod is terminal); its instances stay.
+func (r *Runtime) StopSandbox(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sb := r.pods[uid]; sb != nil {
+		sb.ready = false
+	}
+}
+
+// HasSandbox reports whether the pod has a sandbox.
+func (r *Runtime) HasSandbox(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pods[uid] != nil
+}
+
+// Pods lists the pods that have a sandbox.
+func (r *Runtime) Pods() []types.UID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	uids := make([]types.UID, 0, len(r.pods))
+	for uid := range r.pods {
+		uids = append(uids, uid)
+	}
+	return uids
+}
+
+// Status returns a snapshot of the pod's sandbox and instances.
+func (r *Runtime) Status(uid types.UID) (PodStatus, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.pods[uid]
+	if sb == nil {
+		return PodStatus{UID: uid}, false
+	}
+	ps := PodStatus{UID: uid, IP: sb.ip, SandboxReady: sb.ready, Containers: make([]Status, 0, len(sb.instances))}
+	for i := len(sb.instances) - 1; i >= 0; i-- {
+		ps.Containers = append(ps.Containers, sb.instances[i].status)
+	}
+	return ps, true
+}
+
+// imageOf normalizes an image as containerd reports it and derives a stable digest for it.
+func imageOf(image string) (name, ref string) {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return image, image
+	}
+	named = reference.TagNameOnly(named)
+	sum := sha256.Sum256([]byte(named.String()))
+	return named.String(), named.Name() + "@sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Start creates and starts an instance of c. A container whose command cannot run gets an
+// instance that exited at once with containerd's StartError; the error says why.
+func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (Status, error) {
+	r.mu.Lock()
+	sb := r.pods[pod.UID]
+	if sb == nil {
+		r.mu.Unlock()
+		return Status{}, fmt.Errorf("runtime: pod %s/%s has no sandbox", pod.Namespace, pod.Name)
+	}
+	r.seq++
+	now := r.opts.Clock.Now()
+	sum := sha256.Sum256([]byte(string(pod.UID) + "/" + c.Name + "/" + strconv.FormatUint(r.seq, 10)))
+	image, imageRef := imageOf(c.Image)
+	in := &instance{
+		status: Status{ID: hex.EncodeToString(sum[:]), Name: c.Name, Attempt: sb.attempts[c.Name], State: Running,
+			CreatedAt: now, StartedAt: now, Image: image, ImageRef: imageRef},
+		spec:     *c.DeepCopy(),
+		logs:     &tailBuffer{max: logTail},
+		handlers: map[int32]http.Handler{},
+		done:     make(chan struct{}),
+	}
+	sb.attempts[c.Name]++
+	in.fs = sb.fs.NewFS()
+	for _, m := range c.VolumeMounts {
+		if v := sb.volumes[m.Name]; v != nil {
+			_ = in.fs.Mount(m.MountPath, v)
+		}
+	}
+	hostname := pod.Name
+	if pod.Spec.Hostname != "" {
+		hostname = pod.Spec.Hostname
+	}
+	in.env = shell.Env{FS: in.fs, Vars: env, Dir: c.WorkingDir, Stdout: in.logs, Stderr: in.logs, Clock: r.opts.Clock, Hostname: hostname}
+	sb.instances = append(sb.instances, in)
+	pruneExited(sb, c.Name)
+
+	choice := r.opts.Programs.Lookup(c)
+	argv := commandOf(c, env)
+	var startErr error
+	if choice.Program == nil && choice.Script == "" && argv != nil {
+		startErr = shell.Check(argv)
+	}
+	if startErr != nil {
+		in.status.State = Exited
+		in.status.StartedAt = time.Time{}
+		in.status.FinishedAt = now
+		in.status.ExitCode = exitStartError
+		in.status.Reason = ReasonStartError
+		in.status.Message = fmt.Sprintf("failed to create containerd task: failed to create shim task: OCI runtime create failed: "+
+			"runc create failed: unable to start container process: error during container init: %v: unknown", startErr)
+		close(in.done)
+		st := in.status
+		r.mu.Unlock()
+		return st, startErr
+	}
+	termCtx, term := context.WithCancel(context.Background())
+	killCtx, kill := context.WithCancel(context.Background())
+	in.term, in.kill = term, kill
+	st := in.status
+	r.procs.Add(1)
+	r.mu.Unlock()
+
+	var run func() int
+	switch {
+	case choice.Program != nil:
+		pc := &program.Container{Pod: pod.DeepCopy(), Spec: &in.spec, Env: env, Clock: r.opts.Clock, FS: in.fs,
+			Stdout: in.logs, Stderr: in.logs, Serve: func(port int32, h http.Handler) { r.serve(pod.UID, in, port, h) }}
+		if r.opts.ConfigFor != nil {
+			pc.Config = r.opts.ConfigFor(pod)
+		}
+		run = func() int { return runProgram(termCtx, killCtx, choice.Program, pc) }
+	case choice.Script != "":
+		run = func() int { return shell.RunMain(termCtx, killCtx, []string{"sh", "-c", choice.Script}, in.env) }
+	case argv != nil:
+		run = func() int { return shell.RunMain(termCtx, killCtx, argv, in.env) }
+	default:
+		// No command: the image's own process, which runs until it is stopped and exits on SIGTERM.
+		run = func() int {
+			select {
+			case <-termCtx.Done():
+				return shell.ExitTerminated
+			case <-killCtx.Done():
+				return shell.ExitKilled
+			}
+		}
+	}
+	go func() {
+		defer r.procs.Done()
+		code := run()
+		r.exited(pod.UID, in, int32(code))
+	}()
+	return st, nil
+}
+
+// runProgram runs an in-process program; when SIGKILL comes first, it reports 137 at once and
+// leaves the program to return on its own (Wait still waits for it).
+func runProgram(term, kill context.Context, p program.Program, c *program.Container) int {
+	result := make(chan int, 1)
+	go func() { result <- p.Run(term, c) }()
+	select {
+	case code := <-result:
+		return code
+	case <-kill.Done():
+		return shell.ExitKilled
+	}
+}
+
+// commandOf is the argv a container runs with $(VAR) references expanded, or nil when it has no
+// command of its own: an image entrypoint restartbed cannot know, so it runs until stopped. A
+// container with only args runs them when they name a shell or a utility (busybox images have
+// no entrypoint).
+func commandOf(c *corev1.Container, env []string) []string {
+	argv := append(slices.Clone(c.Command), c.Args...)
+	if len(argv) == 0 || (len(c.Command) == 0 && shell.Check(c.Args) != nil) {
+		return nil
+	}
+	return expandArgs(argv, env)
+}
+
+// pruneExited keeps at most the two newest instances of a container, as the kubelet's container
+// garbage collection keeps one dead instance besides the current one; sb is locked.
+func pruneExited(sb *sandbox, name string) {
+	seen := 0
+	for i := len(sb.instances) - 1; i >= 0; i-- {
+		in := sb.instances[i]
+		if in.status.Name != name {
+			continue
+		}
+		seen++
+		if seen > 2 && in.status.State == Exited {
+			sb.instances = slices.Delete(sb.instances, i, i+1)
+		}
+	}
+}
+
+// exited records a process's end.
+func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
+	r.mu.Lock()
+	close(in.done)
+	in.term()
+	in.kill()
+	clear(in.handlers)
+	if in.status.State != Running {
+		r.mu.Unlock()
+		return
+	}
+	in.status.State = Exited
+	in.status.FinishedAt = r.opts.Clock.Now()
+	in.status.ExitCode = code
+	if in.forced != nil {
+		in.status.ExitCode = in.forced.code
+	}
+	switch {
+	case in.forced != nil && in.forced.oom:
+		in.status.Reason = ReasonOOMKilled
+	case in.status.ExitCode == 0:
+		in.status.Reason = ReasonCompleted
+	default:
+		in.status.Reason = ReasonError
+	}
+	in.status.Message = terminationMessage(in)
+	r.mu.Unlock()
+	r.opts.Notify(uid)
+}
+
+// maxTerminationMessage is the kubelet's limit on a termination message.
+const maxTerminationMessage = 4096
+
+// terminationMessage reads the container's terminationMessagePath, falling back to its log's
+// tail on an error exit when the policy says so.
+func terminationMessage(in *instance) string {
+	p := in.spec.TerminationMessagePath
+	if p == "" {
+		p = corev1.TerminationMessagePathDefault
+	}
+	msg, _ := in.fs.ReadFile(p)
+	if len(msg) == 0 && in.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError && in.status.ExitCode != 0 {
+		msg = in.logs.lastLines(80)
+	}
+	if len(msg) > maxTerminationMessage {
+		msg = msg[len(msg)-maxTerminationMessage:]
+	}
+	return string(msg)
+}
+
+func (r *Runtime) find(uid types.UID, id string) (*sandbox, *instance) {
+	sb := r.pods[uid]
+	if sb == nil {
+		return nil, nil
+	}
+	for _, in := range sb.instances {
+		if in.status.ID == id {
+			return sb, in
+		}
+	}
+	return sb, nil
+}
+
+// Stop sends SIGTERM to a running instance and SIGKILL after grace; it returns at once, and the
+// exit is reported through Notify. Stopping a stopping or exited instance does nothing.
+func (r *Runtime) Stop(uid types.UID, id string, grace time.Duration) {
+	r.mu.Lock()
+	_, in := r.find(uid, id)
+	if in == nil || in.status.State != Running || in.stopping {
+		r.mu.Unlock()
+		return
+	}
+	in.stopping = true
+	r.mu.Unlock()
+	in.term()
+	if grace <= 0 {
+		in.kill()
+		return
+	}
+	timer := r.opts.Clock.NewTimer(grace)
+	r.procs.Add(1)
+	go func() {
+		defer r.procs.Done()
+		defer timer.Stop()
+		select {
+		case <-timer.C():
+			in.kill()
+		case <-in.done:
+		}
+	}()
+}
+
+// Stopping reports whether a stop of the instance is under way.
+func (r *Runtime) Stopping(uid types.UID, id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, in := r.find(uid, id)
+	return in != nil && in.stopping && in.status.State == Running
+}
+
+// Remove deletes an exited instance; when a container has no instance left, its attempt count
+// starts again at 0 (its logs are gone). Removing a running instance is refused.
+func (r *Runtime) Remove(uid types.UID, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb, in := r.find(uid, id)
+	if in == nil {
+		return nil
+	}
+	if in.status.State == Running {
+		return fmt.Errorf("runtime: container %s (%s) is running", in.status.Name, id)
+	}
+	sb.instances = slices.DeleteFunc(sb.instances, func(x *instance) bool { return x == in })
+	if !slices.ContainsFunc(sb.instances, func(x *instance) bool { return x.status.Name == in.status.Name }) {
+		delete(sb.attempts, in.status.Name)
+	}
+	return nil
+}
+
+// RemovePod kills every instance of the pod at once and forgets the sandbox.
+func (r *Runtime) RemovePod(uid types.UID) {
+	r.mu.Lock()
+	sb := r.pods[uid]
+	delete(r.pods, uid)
+	r.mu.Unlock()
+	if sb == nil {
+		return
+	}
+	for _, in := range sb.instances {
+		if in.kill != nil {
+			in.kill()
+		}
+	}
+}
+
+// ErrNotRunning is returned by fault injection aimed at a container that is not running.
+var ErrNotRunning = errors.New("container is not running")
+
+// running returns the newest instance of the named container if it runs; r.mu is held.
+func (r *Runtime) running(uid types.UID, name string) (*instance, error) {
+	sb := r.pods[uid]
+	if sb == nil {
+		return nil, fmt.Errorf("pod %s has no sandbox: %w", uid, ErrNotRunning)
+	}
+	for i := len(sb.instances) - 1; i >= 0; i-- {
+		if in := sb.instances[i]; in.status.Name == name {
+			if in.status.State != Running {
+				break
+			}
+			return in, nil
+		}
+	}
+	return nil, fmt.Errorf("container %q: %w", name, ErrNotRunning)
+}
+
+// Exit makes the running process of the named container exit now with code; with oom, the
+// runtime reports it as OOMKilled (exit 137).
+func (r *Runtime) Exit(uid types.UID, name string, code int32, oom bool) error {
+	r.mu.Lock()
+	in, err := r.running(uid, name)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	if oom {
+		code = shell.ExitKilled
+	}
+	if in.forced == nil {
+		in.forced = &forcedExit{code: code, oom: oom}
+	}
+	r.mu.Unlock()
+	in.kill()
+	return nil
+}
+
+// Exec runs argv in the named running container, like kubectl exec, and returns its exit code
+// and combined output.
+func (r *Runtime) Exec(ctx context.Context, uid types.UID, name string, argv []string) (int, string, error) {
+	r.mu.Lock()
+	in, err := r.running(uid, name)
+	if err != nil {
+		r.mu.Unlock()
+		return 0, "", err
+	}
+	env := in.env
+	r.mu.Unlock()
+	out := &tailBuffer{max: logTail}
+	env.Stdout, env.Stderr = out, out
+	code := shell.Exec(ctx, argv, env)
+	return code, string(out.bytes()), nil
+}
+
+// Logs returns the tail of an instance's output.
+func (r *Runtime) Logs(uid types.UID, id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, in := r.find(uid, id); in != nil {
+		return string(in.logs.bytes())
+	}
+	return ""
+}
+
+func (r *Runtime) serve(uid types.UID, in *instance, port int32, h http.Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if in.status.State == Running {
+		in.handlers[port] = h
+	}
+}
+
+// handler returns what the pod serves on port, from any running container; r.mu is held.
+func (r *Runtime) handler(uid types.UID, port int32) http.Handler {
+	sb := r.pods[uid]
+	if sb == nil {
+		return nil
+	}
+	for _, in := range sb.instances {
+		if h := in.handlers[port]; h != nil && in.status.State == Running {
+			return h
+		}
+	}
+	return nil
+}
+
+// Wait waits for every process and timer the runtime started; call it after RemovePod of every
+// pod (or KillAll).
+func (r *Runtime) Wait() { r.procs.Wait() }
+
+// KillAll kills every process of every pod, as when the node's power goes; sandboxes stay.
+func (r *Runtime) KillAll() {
+	r.mu.Lock()
+	var kills []context.CancelFunc
+	for _, sb := range r.pods {
+		for _, in := range sb.instances {
+			if in.kill != nil {
+				kills = append(kills, in.kill)
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, k := range kills {
+		k()
+	}
+}
