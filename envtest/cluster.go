@@ -25,6 +25,7 @@ import (
 	"github.com/restartbed/restartbed/envtest/controllermanager"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -50,6 +51,8 @@ type Options struct {
 	// Nodes are the node pools the emulated kubelet registers and serves; with none, no kubelet
 	// (and no scheduler) runs, and pods stay unbound unless the caller binds them.
 	Nodes []fakekubelet.NodePool
+	// Programs assign in-process programs or scripts to containers (see fakekubelet.Options).
+	Programs []program.Rule
 	// ControlPlaneOutput receives the apiserver's and etcd's logs. Default: discarded.
 	ControlPlaneOutput io.Writer
 	// Logger receives the in-process controllers' logs. Default: discarded.
@@ -116,6 +119,9 @@ func newCluster(opts Options) (*Cluster, error) {
 	}
 	if err := fakekubelet.ValidatePools(opts.Nodes); err != nil {
 		return nil, fmt.Errorf("node pools: %w", err)
+	}
+	if _, err := program.NewRegistry(opts.Programs); err != nil {
+		return nil, err
 	}
 	c := &Cluster{FeatureGates: gates, Timing: profile, Clock: opts.Clock, Scheme: opts.Scheme}
 	if c.Clock == nil {
@@ -209,6 +215,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if len(opts.Nodes) > 0 {
 		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
+			Programs: opts.Programs,
 		})
 		if err != nil {
 			return err

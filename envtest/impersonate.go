@@ -3,9 +3,10 @@ package envtest
 import (
 	"fmt"
 
-	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/restartbed/restartbed/fakekubelet/program"
 )
 
 // ServiceAccountConfig returns a copy of the admin Config that acts as the service account
@@ -13,12 +14,7 @@ import (
 // requests as it would a pod's: RBAC and ValidatingAdmissionPolicy apply. The account need not
 // exist, as with a token.
 func (c *Cluster) ServiceAccountConfig(namespace, name string) *rest.Config {
-	cfg := rest.CopyConfig(c.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: serviceaccount.MakeUsername(namespace, name),
-		Groups:   serviceaccount.MakeGroupNames(namespace),
-	}
-	return cfg
+	return program.ServiceAccountConfig(c.Config, namespace, name)
 }
 
 // ServiceAccountClient is a controller-runtime client on ServiceAccountConfig.

@@ -3,17 +3,28 @@ package fakekubelet
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/component-helpers/nodedeclaredfeatures"
 	"k8s.io/component-helpers/nodedeclaredfeatures/features"
 	"k8s.io/klog/v2"
+	kubefeatures "k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
+
+	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/fakekubelet/restart"
+	"github.com/restartbed/restartbed/fakekubelet/runtime"
+	"github.com/restartbed/restartbed/fakekubelet/status"
 )
 
 // apiWorkers bounds the kubelet's concurrent writes of one kind (registrations, lease renewals),
@@ -28,6 +39,10 @@ type Kubelet struct {
 	features *nodedeclaredfeatures.Framework
 	nodes    []*node
 	binder   *binder
+	pods     *pods
+	rt       *runtime.Runtime
+	status   *status.Manager
+	programs *program.Registry
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -43,14 +58,15 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: node feature registry: %w", err)
 	}
-	cfg := rest.CopyConfig(opts.Config)
-	cfg.QPS, cfg.Burst = -1, 0 // the apiserver's own limits, not client-side throttling
-	rest.AddUserAgent(cfg, "restartbed-kubelet")
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubernetes.NewForConfig((&Kubelet{opts: opts}).clientConfig("restartbed-kubelet"))
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: client: %w", err)
 	}
-	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, features: framework}
+	programs, err := program.NewRegistry(opts.Programs)
+	if err != nil {
+		return nil, fmt.Errorf("fakekubelet: %w", err)
+	}
+	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, features: framework, programs: programs}
 	for _, pool := range opts.Pools {
 		for i := range pool.Count {
 			k.nodes = append(k.nodes, &node{name: fmt.Sprintf("%s-%d", pool.Name, i), index: len(k.nodes)})
@@ -100,6 +116,9 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 
 	factory := informers.NewSharedInformerFactory(k.client, 0)
 	k.binder = newBinder(k.client, factory, &fitChecker{features: k.features}, k.clock)
+	if err := k.newPods(ctx, factory); err != nil {
+		return err
+	}
 	factory.Start(ctx.Done())
 	k.wg.Go(func() {
 		<-ctx.Done()
@@ -110,6 +129,8 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 			return fmt.Errorf("fakekubelet: informer for %v did not sync: %w", typ, context.Cause(startCtx))
 		}
 	}
+	k.wg.Go(func() { k.status.Run(ctx, statusWorkerCount) })
+	k.wg.Go(func() { k.pods.run(ctx) })
 	k.wg.Go(func() { k.binder.run(ctx) })
 	k.wg.Go(func() { k.heartbeat(ctx) })
 	return nil
@@ -138,6 +159,9 @@ func (k *Kubelet) heartbeat(ctx context.Context) {
 		var g errgroup.Group
 		g.SetLimit(apiWorkers)
 		for _, n := range k.nodes {
+			if n.down() {
+				continue
+			}
 			g.Go(func() error {
 				if err := write(ctx, n); err != nil && ctx.Err() == nil {
 					logger.Error(err, "Heartbeat failed", "node", klog.KRef("", n.name))
@@ -149,13 +173,72 @@ func (k *Kubelet) heartbeat(ctx context.Context) {
 	}
 }
 
-// Stop stops the heartbeats and the binder and waits for every goroutine they started. Nodes and
-// Leases stay in the API, as they would if every kubelet stopped at once.
+// Stop stops the heartbeats, the binder and the pod workers, kills every container process and
+// waits for every goroutine they started. Nodes, Leases and pods stay in the API, as they would if
+// every node lost power at once.
 func (k *Kubelet) Stop() {
 	k.stopOnce.Do(func() {
 		if k.cancel != nil {
 			k.cancel()
 		}
 		k.wg.Wait()
+		if k.pods != nil {
+			k.pods.background.Wait()
+		}
+		if k.rt != nil {
+			k.rt.KillAll()
+			k.rt.Wait()
+		}
 	})
+}
+
+// newPods builds the container runtime, the status manager and the pod workers on the shared
+// pod informer.
+func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerFactory) error {
+	rules := restart.Rules{RestartAll: k.opts.FeatureGates[string(kubefeatures.RestartAllContainersOnContainerExits)]}
+	statusClient, err := kubernetes.NewForConfig(k.clientConfig("restartbed-kubelet-status"))
+	if err != nil {
+		return fmt.Errorf("fakekubelet: status client: %w", err)
+	}
+	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules})
+	if err != nil {
+		return err
+	}
+	informer := factory.Core().V1().Pods().Informer()
+	if err := informer.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
+		return []string{string(obj.(*corev1.Pod).UID)}, nil
+	}}); err != nil {
+		return fmt.Errorf("fakekubelet: pod index: %w", err)
+	}
+	p := &pods{client: k.client, clock: k.clock, timing: k.opts.Timing, rules: rules, status: k.status, informer: informer,
+		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
+		nodes: map[string]*node{}, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
+		podIP: map[types.UID]podAddress{}, ctx: ctx}
+	for _, n := range k.nodes {
+		p.nodes[n.name] = n
+	}
+	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Notify: func(uid types.UID) { p.queue.Add(uid) },
+		ConfigFor: func(pod *corev1.Pod) *rest.Config {
+			sa := pod.Spec.ServiceAccountName
+			if sa == "" {
+				sa = "default"
+			}
+			return program.ServiceAccountConfig(k.opts.Config, pod.Namespace, sa)
+		}})
+	if err != nil {
+		return err
+	}
+	p.rt = k.rt
+	k.pods = p
+	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.onPod})
+	return err
+}
+
+// clientConfig is the kubelet's rest.Config with the apiserver's limits instead of client-side
+// throttling.
+func (k *Kubelet) clientConfig(agent string) *rest.Config {
+	cfg := rest.CopyConfig(k.opts.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	rest.AddUserAgent(cfg, agent)
+	return cfg
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,7 +47,12 @@ type node struct {
 	name  string
 	index int // across all pools, for address ranges
 	uid   types.UID
+	// stopped: the node's kubelet is stopped (fault injection); no heartbeat, no sync.
+	stopped atomic.Bool
 }
+
+// down reports whether the node's kubelet is stopped.
+func (n *node) down() bool { return n.stopped.Load() }
 
 // internalIP is the node's address, the index+1st host of 172.16.0.0/12.
 func internalIP(index int) netip.Addr {

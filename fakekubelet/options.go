@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -64,6 +65,9 @@ type Options struct {
 	Clock clock.WithTicker
 	// Logger receives the kubelet's logs. Default: discarded.
 	Logger *logr.Logger
+	// Programs assign in-process programs or scripts to containers; the first matching rule
+	// wins. Containers no rule matches run their own command.
+	Programs []program.Rule
 }
 
 func (o *Options) complete() error {

@@ -53,6 +53,18 @@ type Profile struct {
 	// NodeEvictionRate is how many nodes per second the node lifecycle controller may taint for
 	// eviction in a healthy zone (--node-eviction-rate).
 	NodeEvictionRate float32
+
+	// CrashLoopBackOff is the kubelet's delay before the second restart of a crashing
+	// container (the first is immediate); it doubles with every further crash.
+	CrashLoopBackOff time.Duration
+	// CrashLoopBackOffMax caps the doubling (kubelet maxContainerRestartPeriod).
+	CrashLoopBackOffMax time.Duration
+	// CrashLoopBackOffReset: a container that ran this long since its last start restarts at
+	// once when it next crashes, and its backoff starts over.
+	CrashLoopBackOffReset time.Duration
+	// RestartAllKillGrace is how long a RestartAllContainers cleanup waits for each running
+	// container after SIGTERM before SIGKILL (the kubelet's minimum grace period).
+	RestartAllKillGrace time.Duration
 }
 
 // Realistic returns the upstream defaults of kube-controller-manager and the kubelet 1.35.
@@ -72,6 +84,11 @@ func Realistic() Profile {
 		NodeMonitorGracePeriod: 50 * time.Second,
 		NodeStartupGracePeriod: time.Minute,
 		NodeEvictionRate:       0.1,
+
+		CrashLoopBackOff:      10 * time.Second,
+		CrashLoopBackOffMax:   5 * time.Minute,
+		CrashLoopBackOffReset: 10 * time.Minute,
+		RestartAllKillGrace:   2 * time.Second,
 	}
 }
 
@@ -93,6 +110,11 @@ func Fast() Profile {
 		NodeMonitorGracePeriod: 5 * time.Second,
 		NodeStartupGracePeriod: 10 * time.Second,
 		NodeEvictionRate:       10,
+
+		CrashLoopBackOff:      time.Second,
+		CrashLoopBackOffMax:   30 * time.Second,
+		CrashLoopBackOffReset: time.Minute,
+		RestartAllKillGrace:   time.Second,
 	}
 }
 
@@ -140,6 +162,10 @@ func (p Profile) Validate() error {
 		{"nodeMonitorPeriod", p.NodeMonitorPeriod},
 		{"nodeMonitorGracePeriod", p.NodeMonitorGracePeriod},
 		{"nodeStartupGracePeriod", p.NodeStartupGracePeriod},
+		{"crashLoopBackOff", p.CrashLoopBackOff},
+		{"crashLoopBackOffMax", p.CrashLoopBackOffMax},
+		{"crashLoopBackOffReset", p.CrashLoopBackOffReset},
+		{"restartAllKillGrace", p.RestartAllKillGrace},
 	} {
 		if f.d <= 0 {
 			return fmt.Errorf("timing profile %q: %s must be positive, got %v", p.Name, f.name, f.d)
@@ -148,6 +174,10 @@ func (p Profile) Validate() error {
 	if p.JobPodFailureBackOffMax < p.JobPodFailureBackOff {
 		return fmt.Errorf("timing profile %q: jobPodFailureBackOffMax (%v) is below jobPodFailureBackOff (%v)",
 			p.Name, p.JobPodFailureBackOffMax, p.JobPodFailureBackOff)
+	}
+	if p.CrashLoopBackOffMax < p.CrashLoopBackOff {
+		return fmt.Errorf("timing profile %q: crashLoopBackOffMax (%v) is below crashLoopBackOff (%v)",
+			p.Name, p.CrashLoopBackOffMax, p.CrashLoopBackOff)
 	}
 	if p.NodeEvictionRate <= 0 {
 		return fmt.Errorf("timing profile %q: nodeEvictionRate must be positive, got %v", p.Name, p.NodeEvictionRate)

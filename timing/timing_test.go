@@ -56,6 +56,13 @@ func TestRealisticIsUpstream(t *testing.T) {
 		NodeMonitorGracePeriod: 50 * time.Second,
 		NodeStartupGracePeriod: time.Minute,
 		NodeEvictionRate:       0.1,
+
+		// kubelet.go initialCrashLoopBackOff, MaxContainerBackOff, the 600 s reset, and
+		// minimumGracePeriodInSeconds (reference §4.2, §3.3).
+		CrashLoopBackOff:      10 * time.Second,
+		CrashLoopBackOffMax:   300 * time.Second,
+		CrashLoopBackOffReset: 600 * time.Second,
+		RestartAllKillGrace:   2 * time.Second,
 	}
 	if diff := cmp.Diff(want, Realistic()); diff != "" {
 		t.Errorf("Realistic() (-want +got):\n%s", diff)
@@ -70,6 +77,9 @@ func TestFastKeepsWholeSeconds(t *testing.T) {
 		"JobPodFailureBackOff":    f.JobPodFailureBackOff,
 		"JobPodFailureBackOffMax": f.JobPodFailureBackOffMax,
 		"NodeLeaseDuration":       f.NodeLeaseDuration,
+		"CrashLoopBackOff":        f.CrashLoopBackOff,
+		"CrashLoopBackOffMax":     f.CrashLoopBackOffMax,
+		"RestartAllKillGrace":     f.RestartAllKillGrace,
 	} {
 		if d < time.Second || d%time.Second != 0 {
 			t.Errorf("Fast().%s = %v, want a whole number of seconds", name, d)

@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
@@ -200,4 +201,16 @@ func (r *Registry) Lookup(c *corev1.Container) Choice {
 		return Choice{Program: rule.Program, Script: rule.Script}
 	}
 	return Choice{}
+}
+
+// ServiceAccountConfig returns a copy of base that acts as the service account namespace/name,
+// with the groups a token of that account carries, so that RBAC and admission policies apply to
+// its requests as to a pod's. The account need not exist, as with a token.
+func ServiceAccountConfig(base *rest.Config, namespace, name string) *rest.Config {
+	cfg := rest.CopyConfig(base)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: serviceaccount.MakeUsername(namespace, name),
+		Groups:   serviceaccount.MakeGroupNames(namespace),
+	}
+	return cfg
 }

@@ -126,6 +126,18 @@ func (m *Manager) SetAndWait(ctx context.Context, pod *corev1.Pod, status corev1
 	}
 }
 
+// Latest returns the last status set for the pod: the kubelet's "old status" for the next
+// generation. After a restart of the kubelet there is none, and the API's status is used.
+func (m *Manager) Latest(uid types.UID) (corev1.PodStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps := m.pods[uid]
+	if ps == nil {
+		return corev1.PodStatus{}, false
+	}
+	return *ps.desired.DeepCopy(), true
+}
+
 // Forget drops a pod that left the API; its waiters learn it is gone.
 func (m *Manager) Forget(uid types.UID) {
 	m.mu.Lock()

@@ -29,6 +29,19 @@ func (b *PodBuilder) InitContainer(c corev1.Container) *PodBuilder {
 	return b
 }
 
+// RestartPolicy sets the pod-level restartPolicy.
+func (b *PodBuilder) RestartPolicy(p corev1.RestartPolicy) *PodBuilder {
+	b.pod.Spec.RestartPolicy = p
+	return b
+}
+
+// EmptyDir adds an emptyDir volume.
+func (b *PodBuilder) EmptyDir(name string) *PodBuilder {
+	b.pod.Spec.Volumes = append(b.pod.Spec.Volumes, corev1.Volume{Name: name,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	return b
+}
+
 // Obj returns a copy of the Pod.
 func (b *PodBuilder) Obj() *corev1.Pod { return b.pod.DeepCopy() }
 
@@ -53,6 +66,25 @@ func (b *ContainerBuilder) OnExitCodes(action corev1.ContainerRestartRuleAction,
 		Action:    action,
 		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: op, Values: values},
 	})
+	return b
+}
+
+// Shell makes the container run script with sh -c, as busybox e2e pods do.
+func (b *ContainerBuilder) Shell(script string) *ContainerBuilder {
+	b.c.Command = []string{"/bin/sh", "-c", script}
+	return b
+}
+
+// Mount mounts a pod volume.
+func (b *ContainerBuilder) Mount(volume, path string) *ContainerBuilder {
+	b.c.VolumeMounts = append(b.c.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: path})
+	return b
+}
+
+// StartupExec sets a startup probe that runs argv every second.
+func (b *ContainerBuilder) StartupExec(argv ...string) *ContainerBuilder {
+	b.c.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: argv}},
+		PeriodSeconds: 1, FailureThreshold: 30}
 	return b
 }
 

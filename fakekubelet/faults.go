@@ -1,0 +1,149 @@
+package fakekubelet
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// This file is the kubelet's fault-injection API: what scenario steps and tests do to pods and
+// nodes that no API request can.
+
+// pod returns a pod bound to one of the kubelet's nodes, from the informer.
+func (k *Kubelet) pod(namespace, name string) (*corev1.Pod, error) {
+	if k.pods == nil {
+		return nil, fmt.Errorf("fakekubelet: not started")
+	}
+	obj, exists, err := k.pods.informer.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil, fmt.Errorf("pod %s/%s: not found", namespace, name)
+	}
+	pod := obj.(*corev1.Pod)
+	if k.pods.nodes[pod.Spec.NodeName] == nil {
+		return nil, fmt.Errorf("pod %s/%s is not bound to a node of this kubelet", namespace, name)
+	}
+	return pod, nil
+}
+
+// ExitContainer makes the running process of a container exit now with code, as if it had
+// ended by itself. It fails if the container is not running.
+func (k *Kubelet) ExitContainer(namespace, name, container string, code int32) error {
+	pod, err := k.pod(namespace, name)
+	if err != nil {
+		return err
+	}
+	if err := k.rt.Exit(pod.UID, container, code, false); err != nil {
+		return fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// OOMKill ends a running container as the kernel's OOM killer does: exit 137, reason OOMKilled.
+func (k *Kubelet) OOMKill(namespace, name, container string) error {
+	pod, err := k.pod(namespace, name)
+	if err != nil {
+		return err
+	}
+	if err := k.rt.Exit(pod.UID, container, 0, true); err != nil {
+		return fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// Exec runs a command in a running container, like kubectl exec, and returns its exit code and
+// output.
+func (k *Kubelet) Exec(ctx context.Context, namespace, name, container string, argv []string) (int, string, error) {
+	pod, err := k.pod(namespace, name)
+	if err != nil {
+		return 0, "", err
+	}
+	code, out, err := k.rt.Exec(ctx, pod.UID, container, argv)
+	if err != nil {
+		return 0, "", fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	return code, out, nil
+}
+
+// Logs returns the tail of the output of a container's newest instance.
+func (k *Kubelet) Logs(namespace, name, container string) (string, error) {
+	pod, err := k.pod(namespace, name)
+	if err != nil {
+		return "", err
+	}
+	rt, _ := k.rt.Status(pod.UID)
+	latest := rt.Latest(container)
+	if latest == nil {
+		return "", fmt.Errorf("pod %s/%s: container %q has no instance", namespace, name, container)
+	}
+	return k.rt.Logs(pod.UID, latest.ID), nil
+}
+
+// node returns the named node of this kubelet.
+func (k *Kubelet) node(name string) (*node, error) {
+	for _, n := range k.nodes {
+		if n.name == name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("node %q is not one of this kubelet's (%d nodes)", name, len(k.nodes))
+}
+
+// StopNode stops a node's kubelet: no heartbeats, no status writes, no container starts; its
+// containers keep running, as in a network partition.
+func (k *Kubelet) StopNode(name string) error {
+	n, err := k.node(name)
+	if err != nil {
+		return err
+	}
+	n.stopped.Store(true)
+	return nil
+}
+
+// StartNode brings a stopped node's kubelet back; it starts afresh from the API, as
+// RestartKubelet does.
+func (k *Kubelet) StartNode(name string) error {
+	n, err := k.node(name)
+	if err != nil {
+		return err
+	}
+	n.stopped.Store(false)
+	k.resync(n)
+	return nil
+}
+
+// RestartKubelet restarts a node's kubelet: its in-memory state (status cache, crash-loop
+// backoff, reason cache, probe results) is lost, its containers keep running, and it resumes
+// from the pod statuses in the API (reference §3.4).
+func (k *Kubelet) RestartKubelet(name string) error {
+	n, err := k.node(name)
+	if err != nil {
+		return err
+	}
+	k.resync(n)
+	return nil
+}
+
+// resync forgets the in-memory state of the node's pods and syncs them again.
+func (k *Kubelet) resync(n *node) {
+	var uids []types.UID
+	for _, obj := range k.pods.informer.GetStore().List() {
+		if pod := obj.(*corev1.Pod); pod.Spec.NodeName == n.name {
+			uids = append(uids, pod.UID)
+		}
+	}
+	for _, uid := range uids {
+		k.pods.forgetState(uid)
+		k.status.Forget(uid)
+		k.pods.queue.Add(uid)
+	}
+}
+
+// StatusWrites counts the pod status patches sent, for benchmarks.
+func (k *Kubelet) StatusWrites() int64 {
+	if k.status == nil {
+		return 0
+	}
+	return k.status.Writes()
+}

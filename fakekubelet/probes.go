@@ -1,0 +1,182 @@
+package fakekubelet
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
+
+	"github.com/restartbed/restartbed/fakekubelet/runtime"
+)
+
+// probeKind is one of a container's three probes.
+type probeKind int
+
+const (
+	startupProbe probeKind = iota
+	livenessProbe
+	readinessProbe
+)
+
+// probeState is what the kubelet's probe workers know of one container instance.
+type probeState struct {
+	started   bool // the startup probe succeeded
+	ready     bool // the readiness probe's current result
+	next      [3]time.Time
+	successes [3]int32
+	failures  [3]int32
+}
+
+// Started implements status.ProbeResults.
+func (s *podState) Started(id string) bool { ps := s.probes[id]; return ps != nil && ps.started }
+
+// Ready implements status.ProbeResults.
+func (s *podState) Ready(id string) bool { ps := s.probes[id]; return ps != nil && ps.ready }
+
+func (k probeKind) of(c *corev1.Container) *corev1.Probe {
+	switch k {
+	case startupProbe:
+		return c.StartupProbe
+	case livenessProbe:
+		return c.LivenessProbe
+	}
+	return c.ReadinessProbe
+}
+
+// probe runs the probes that are due for the pod's running containers, acts on their results
+// (a failed startup or liveness probe stops the container; the restart rules then decide), and
+// asks for a sync when the next probe is due.
+func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *runtime.PodStatus) {
+	now := p.clock.Now()
+	var nextDue time.Time
+	changed := false
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			inst := rt.Latest(c.Name)
+			if inst == nil || inst.State != runtime.Running || st.stopIssued[inst.ID] ||
+				(c.StartupProbe == nil && c.LivenessProbe == nil && c.ReadinessProbe == nil) {
+				continue
+			}
+			ps := st.probes[inst.ID]
+			if ps == nil {
+				ps = &probeState{started: c.StartupProbe == nil}
+				st.probes[inst.ID] = ps
+			}
+			for _, kind := range []probeKind{startupProbe, livenessProbe, readinessProbe} {
+				spec := kind.of(c)
+				if spec == nil || (kind == startupProbe) == ps.started {
+					continue // the startup probe runs until it succeeds, the others after
+				}
+				if ps.next[kind].IsZero() {
+					ps.next[kind] = inst.StartedAt.Add(time.Duration(spec.InitialDelaySeconds) * time.Second)
+				}
+				if now.Before(ps.next[kind]) {
+					nextDue = earliest(nextDue, ps.next[kind])
+					continue
+				}
+				ok := p.runProbe(ctx, pod, c, spec)
+				ps.next[kind] = now.Add(time.Duration(max(spec.PeriodSeconds, 1)) * time.Second)
+				nextDue = earliest(nextDue, ps.next[kind])
+				if ok {
+					ps.successes[kind]++
+					ps.failures[kind] = 0
+				} else {
+					ps.failures[kind]++
+					ps.successes[kind] = 0
+				}
+				switch {
+				case kind == startupProbe && ok:
+					ps.started, changed = true, true
+				case kind == readinessProbe && ok && !ps.ready && ps.successes[kind] >= max(spec.SuccessThreshold, 1):
+					ps.ready, changed = true, true
+				case kind == readinessProbe && !ok && ps.ready && ps.failures[kind] >= max(spec.FailureThreshold, 1):
+					ps.ready, changed = false, true
+				case kind != readinessProbe && !ok && ps.failures[kind] >= max(spec.FailureThreshold, 1):
+					klog.FromContext(ctx).V(2).Info("Probe failed; stopping the container", "pod", klog.KObj(pod), "container", c.Name, "probe", kind)
+					grace := p.podGrace(pod)
+					if spec.TerminationGracePeriodSeconds != nil {
+						grace = time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
+					}
+					p.stopOne(pod, st, c, inst, grace)
+				}
+			}
+		}
+	}
+	if changed {
+		p.queue.Add(pod.UID) // the status changes: started or ready
+	}
+	if !nextDue.IsZero() {
+		p.queue.AddAfter(pod.UID, nextDue.Sub(now))
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// runProbe runs one probe: httpGet calls what the pod serves on the port (2xx and 3xx pass),
+// tcpSocket passes while something serves the port, exec runs in the container (exit 0 passes),
+// grpc passes while something serves the port.
+func (p *pods) runProbe(ctx context.Context, pod *corev1.Pod, c *corev1.Container, spec *corev1.Probe) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(spec.TimeoutSeconds, 1))*time.Second)
+	defer cancel()
+	h := spec.ProbeHandler
+	switch {
+	case h.HTTPGet != nil:
+		code, err := p.rt.HTTPGet(ctx, pod.UID, portOf(c, h.HTTPGet.Port), h.HTTPGet.Path, headers(h.HTTPGet.HTTPHeaders))
+		return err == nil && code >= 200 && code < 400
+	case h.TCPSocket != nil:
+		return p.rt.Listening(pod.UID, portOf(c, h.TCPSocket.Port))
+	case h.GRPC != nil:
+		return p.rt.Listening(pod.UID, h.GRPC.Port)
+	case h.Exec != nil:
+		code, err := p.rt.ExecProbe(ctx, pod.UID, c.Name, h.Exec.Command)
+		return err == nil && code == 0
+	}
+	return false
+}
+
+// runHandler runs a lifecycle hook (preStop), best effort.
+func (p *pods) runHandler(ctx context.Context, pod *corev1.Pod, c *corev1.Container, h *corev1.LifecycleHandler) {
+	switch {
+	case h.Exec != nil:
+		_, _, _ = p.rt.Exec(ctx, pod.UID, c.Name, h.Exec.Command)
+	case h.HTTPGet != nil:
+		_, _ = p.rt.HTTPGet(ctx, pod.UID, portOf(c, h.HTTPGet.Port), h.HTTPGet.Path, headers(h.HTTPGet.HTTPHeaders))
+	case h.Sleep != nil:
+		timer := p.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
+		defer timer.Stop()
+		select {
+		case <-timer.C():
+		case <-ctx.Done():
+		}
+	}
+}
+
+// portOf resolves a probe's port, by number or by the container's port name.
+func portOf(c *corev1.Container, port intstr.IntOrString) int32 {
+	if port.Type == intstr.Int {
+		return port.IntVal
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == port.StrVal {
+			return cp.ContainerPort
+		}
+	}
+	return -1
+}
+
+func headers(hs []corev1.HTTPHeader) http.Header {
+	out := http.Header{}
+	for _, h := range hs {
+		out.Add(h.Name, h.Value)
+	}
+	return out
+}

@@ -1,0 +1,250 @@
+package fakekubelet
+
+import (
+	"context"
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/restartbed/restartbed/test/builders"
+	"github.com/restartbed/restartbed/test/specs"
+)
+
+const (
+	in  = corev1.ContainerRestartRuleOnExitCodesOpIn
+	rac = corev1.ContainerRestartRuleActionRestartAllContainers
+)
+
+// create creates the pod, records its history and waits until it is Running and Ready.
+func create(ctx context.Context, pod *corev1.Pod) *specs.PodHistory {
+	GinkgoHelper()
+	Expect(k8s.Create(ctx, pod)).To(Succeed())
+	h := specs.RecordPod(ctx, cluster.Clientset, pod.Namespace, pod.Name)
+	Eventually(func(g Gomega) {
+		p := h.Latest()
+		g.Expect(p).NotTo(BeNil())
+		g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+		g.Expect(specs.Condition(p, corev1.PodReady)).To(HaveField("Status", corev1.ConditionTrue))
+	}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	return h
+}
+
+func state(cs *corev1.ContainerStatus) string {
+	switch {
+	case cs == nil:
+		return "absent"
+	case cs.State.Running != nil:
+		return "Running"
+	case cs.State.Terminated != nil:
+		return fmt.Sprintf("Terminated(%d,%s)", cs.State.Terminated.ExitCode, cs.State.Terminated.Reason)
+	case cs.State.Waiting != nil:
+		return "Waiting(" + cs.State.Waiting.Reason + ")"
+	}
+	return "-"
+}
+
+func lastState(cs *corev1.ContainerStatus) string {
+	if cs == nil {
+		return "absent"
+	}
+	return state(&corev1.ContainerStatus{State: cs.LastTerminationState})
+}
+
+var _ = Describe("Pod lifecycle", func() {
+	var ns string
+	BeforeEach(func(ctx context.Context) { ns = newNamespace(ctx) })
+
+	It("restarts a container by its rule, backs off the next crash and fails the pod on an exit no rule restarts (§2.4)", func(ctx context.Context) {
+		pod := builders.MakePod("single", ns).Container(builders.MakeContainer("main").
+			RestartPolicy(corev1.ContainerRestartPolicyNever).
+			OnExitCodes(corev1.ContainerRestartRuleActionRestart, in, 42).Obj()).Obj()
+		h := create(ctx, pod)
+		uid := h.Latest().UID
+
+		Expect(cluster.Kubelet.ExitContainer(ns, "single", "main", 42)).To(Succeed())
+		Eventually(func(g Gomega) {
+			cs := specs.ContainerStatus(h.Latest(), "main")
+			g.Expect(state(cs)).To(Equal("Running"))
+			g.Expect(cs.RestartCount).To(BeEquivalentTo(1))
+			g.Expect(lastState(cs)).To(Equal("Terminated(42,Error)"))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+
+		By("a second crash waits out the backoff")
+		mark := len(h.Versions())
+		Expect(cluster.Kubelet.ExitContainer(ns, "single", "main", 42)).To(Succeed())
+		want := fmt.Sprintf("back-off %s restarting failed container=main pod=single_%s(%s)", cluster.Timing.CrashLoopBackOff, ns, uid)
+		Eventually(func() int {
+			return h.Index(mark, func(p *corev1.Pod) bool {
+				cs := specs.ContainerStatus(p, "main")
+				return state(cs) == "Waiting(CrashLoopBackOff)" && cs.State.Waiting.Message == want &&
+					lastState(cs) == "Terminated(42,Error)" && p.Status.Phase == corev1.PodRunning
+			})
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(BeNumerically(">=", 0))
+		Eventually(func(g Gomega) {
+			cs := specs.ContainerStatus(h.Latest(), "main")
+			g.Expect(state(cs)).To(Equal("Running"))
+			g.Expect(cs.RestartCount).To(BeEquivalentTo(2))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+
+		By("an exit no rule matches ends the pod")
+		Expect(cluster.Kubelet.ExitContainer(ns, "single", "main", 1)).To(Succeed())
+		Eventually(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
+			cs := specs.ContainerStatus(p, "main")
+			g.Expect(state(cs)).To(Equal("Terminated(1,Error)"))
+			g.Expect(lastState(cs)).To(Equal("Terminated(42,Error)"))
+			g.Expect(specs.Condition(p, corev1.PodReady)).To(And(HaveField("Status", corev1.ConditionFalse), HaveField("Reason", "PodFailed")))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
+	It("restarts all containers in place: sequence A (§3.6)", func(ctx context.Context) {
+		pod := builders.MakePod("seq-a", ns).
+			InitContainer(builders.MakeContainer("init").Shell("exit 0").Obj()).
+			InitContainer(builders.MakeContainer("sidecar").RestartPolicy(corev1.ContainerRestartPolicyAlways).Shell("sleep 3600").Obj()).
+			Container(builders.MakeContainer("source-container").RestartPolicy(corev1.ContainerRestartPolicyNever).
+				OnExitCodes(rac, in, 42).Shell("sleep 3600").Obj()).
+			Container(builders.MakeContainer("regular").Shell("sleep 3600").Obj()).Obj()
+		h := create(ctx, pod)
+		before := h.Latest()
+
+		Expect(cluster.Kubelet.ExitContainer(ns, "seq-a", "source-container", 42)).To(Succeed())
+		var trigger, cleaned int
+		Eventually(func() int {
+			trigger = h.Index(0, func(p *corev1.Pod) bool {
+				c := specs.Condition(p, corev1.AllContainersRestarting)
+				return c != nil && c.Status == corev1.ConditionTrue && c.Reason == "RestartAllContainersStarted" &&
+					c.Message == "container exited with restart policy rule"
+			})
+			return trigger
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(BeNumerically(">=", 0))
+		p := h.Versions()[trigger]
+		Expect(state(specs.ContainerStatus(p, "source-container"))).To(Equal("Terminated(42,Error)"))
+		Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+		Expect(specs.Condition(p, corev1.PodReady).Message).To(Equal("containers with unready status: [source-container]"))
+
+		Eventually(func() int {
+			cleaned = h.Index(trigger, func(p *corev1.Pod) bool {
+				c := specs.Condition(p, corev1.AllContainersRestarting)
+				return c != nil && c.Status == corev1.ConditionFalse && state(specs.ContainerStatus(p, "regular")) == "Waiting(RestartingAllContainers)"
+			})
+			return cleaned
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(BeNumerically(">=", 0))
+		p = h.Versions()[cleaned]
+		for _, name := range []string{"init", "sidecar", "source-container", "regular"} {
+			cs := specs.ContainerStatus(p, name)
+			Expect(state(cs)).To(Equal("Waiting(RestartingAllContainers)"), name)
+			Expect(lastState(cs)).To(Equal("Terminated(137,RestartingAllContainers)"), name)
+			Expect(cs.RestartCount).To(BeEquivalentTo(1), name)
+		}
+		Expect(specs.ContainerStatus(p, "init").Ready).To(BeTrue(), "quirk Q4: a completed init container stays ready")
+		Expect(specs.Condition(p, corev1.PodReady).Message).To(Equal("containers with unready status: [sidecar source-container regular]"))
+
+		Eventually(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(specs.Condition(p, corev1.PodReady)).To(HaveField("Status", corev1.ConditionTrue))
+			for _, name := range []string{"sidecar", "source-container", "regular"} {
+				cs := specs.ContainerStatus(p, name)
+				g.Expect(state(cs)).To(Equal("Running"), name)
+				g.Expect(cs.RestartCount).To(BeEquivalentTo(1), name)
+				g.Expect(lastState(cs)).To(Equal("-"), name)
+			}
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		after := h.Latest()
+		Expect(after.UID).To(Equal(before.UID))
+		Expect(after.Status.PodIP).To(Equal(before.Status.PodIP))
+		Expect(after.Status.StartTime).To(Equal(before.Status.StartTime))
+		for _, v := range h.Versions()[trigger:] {
+			Expect(specs.Condition(v, corev1.PodInitialized)).To(HaveField("Status", corev1.ConditionTrue), "Initialized is sticky")
+		}
+	})
+
+	It("runs an upstream e2e pod unmodified: a marker file on an emptyDir makes the second run differ", func(ctx context.Context) {
+		pod := builders.MakePod("marker", ns).EmptyDir("data").
+			Container(builders.MakeContainer("source").RestartPolicy(corev1.ContainerRestartPolicyNever).OnExitCodes(rac, in, 42).
+				Mount("data", "/mnt/data").
+				Shell("if [ -f /mnt/data/marker ]; then sleep 3600; fi; touch /mnt/data/marker; exit 42").Obj()).
+			Container(builders.MakeContainer("worker").Shell("sleep 3600").Obj()).Obj()
+		Expect(k8s.Create(ctx, pod)).To(Succeed())
+		h := specs.RecordPod(ctx, cluster.Clientset, ns, "marker")
+		Eventually(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(p).NotTo(BeNil())
+			g.Expect(specs.Condition(p, corev1.PodReady)).To(HaveField("Status", corev1.ConditionTrue))
+			g.Expect(specs.ContainerStatus(p, "source").RestartCount).To(BeEquivalentTo(1))
+			g.Expect(specs.ContainerStatus(p, "worker").RestartCount).To(BeEquivalentTo(1))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Consistently(func() int32 { return specs.ContainerStatus(h.Latest(), "source").RestartCount }).
+			WithTimeout(2 * cluster.Timing.RestartAllKillGrace).WithPolling(Interval).Should(BeEquivalentTo(1))
+	})
+
+	It("starts the next container only once the sidecar's startup probe succeeds", func(ctx context.Context) {
+		pod := builders.MakePod("gated", ns).
+			InitContainer(builders.MakeContainer("sidecar").RestartPolicy(corev1.ContainerRestartPolicyAlways).
+				Shell("sleep 2; touch /tmp/ready; sleep 3600").StartupExec("test", "-f", "/tmp/ready").Obj()).
+			Container(builders.MakeContainer("main").Shell("sleep 3600").Obj()).Obj()
+		h := create(ctx, pod)
+		Expect(h.Index(0, func(p *corev1.Pod) bool {
+			cs := specs.ContainerStatus(p, "sidecar")
+			return state(cs) == "Running" && !ptr.Deref(cs.Started, false) && state(specs.ContainerStatus(p, "main")) == "Waiting(PodInitializing)"
+		})).To(BeNumerically(">=", 0), "the sidecar was seen running but not started, with main waiting")
+		for _, v := range h.Versions() {
+			if state(specs.ContainerStatus(v, "main")) == "Running" {
+				Expect(ptr.Deref(specs.ContainerStatus(v, "sidecar").Started, false)).To(BeTrue())
+			}
+		}
+	})
+
+	It("shuts a deleted pod down gracefully, sidecars last, and removes it", func(ctx context.Context) {
+		pod := builders.MakePod("graceful", ns).
+			InitContainer(builders.MakeContainer("sidecar").RestartPolicy(corev1.ContainerRestartPolicyAlways).Shell("sleep 3600").Obj()).
+			Container(builders.MakeContainer("main").Shell("trap 'exit 0' TERM; sleep 3600").Obj()).Obj()
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](2)
+		h := create(ctx, pod)
+		Expect(k8s.Delete(ctx, pod)).To(Succeed())
+		Eventually(h.Deleted).WithTimeout(Timeout).WithPolling(Interval).Should(BeTrue())
+		last := h.Latest()
+		Expect(state(specs.ContainerStatus(last, "main"))).To(Equal("Terminated(0,Completed)"))
+		Expect(state(specs.ContainerStatus(last, "sidecar"))).To(Equal("Terminated(137,Error)"), "sleep as PID 1 ignores SIGTERM")
+		Expect(last.Status.Phase).To(Equal(corev1.PodSucceeded))
+	})
+
+	It("lets the real Job controller complete a Job", func(ctx context.Context) {
+		job := builders.MakeJob("done", ns).Obj()
+		job.Spec.Template.Spec.Containers = []corev1.Container{builders.MakeContainer("work").Shell("sleep 1; exit 0").Obj()}
+		Expect(k8s.Create(ctx, job)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+			g.Expect(job.Status.Conditions).To(ContainElement(And(HaveField("Type", batchv1.JobComplete), HaveField("Status", corev1.ConditionTrue))))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
+	It("finishes a RestartAllContainers cleanup after a kubelet restart in the middle of it (§3.4)", func(ctx context.Context) {
+		pod := builders.MakePod("kubelet-restart", ns).
+			Container(builders.MakeContainer("source").RestartPolicy(corev1.ContainerRestartPolicyNever).OnExitCodes(rac, in, 42).Shell("sleep 3600").Obj()).
+			Container(builders.MakeContainer("a").Shell("sleep 3600").Obj()).
+			Container(builders.MakeContainer("b").Shell("sleep 3600").Obj()).Obj()
+		h := create(ctx, pod)
+		Expect(cluster.Kubelet.ExitContainer(ns, "kubelet-restart", "source", 42)).To(Succeed())
+		Eventually(func() int {
+			return h.Index(0, func(p *corev1.Pod) bool {
+				c := specs.Condition(p, corev1.AllContainersRestarting)
+				return c != nil && c.Status == corev1.ConditionTrue
+			})
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(BeNumerically(">=", 0))
+		Expect(cluster.Kubelet.RestartKubelet(h.Latest().Spec.NodeName)).To(Succeed())
+		Eventually(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(specs.Condition(p, corev1.PodReady)).To(HaveField("Status", corev1.ConditionTrue))
+			g.Expect(specs.Condition(p, corev1.AllContainersRestarting)).To(HaveField("Status", corev1.ConditionFalse))
+			for _, name := range []string{"source", "a", "b"} {
+				g.Expect(specs.ContainerStatus(p, name).RestartCount).To(BeEquivalentTo(1), name)
+			}
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+})
