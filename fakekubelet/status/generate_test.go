@@ -337,3 +337,124 @@ func TestTransitionTimesAndStartTimeStay(t *testing.T) {
 		}
 	}
 }
+
+// TestSequenceB replays reference §3.6 sequence B: an init container is the source.
+func TestSequenceB(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		InitContainers: []corev1.Container{
+			{Name: "sidecar", Image: "busybox:1.36", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)},
+			{Name: "init", Image: "busybox:1.36"},
+			{Name: "source-init", Image: "busybox:1.36", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever), RestartPolicyRules: rac(42)}},
+		Containers: []corev1.Container{{Name: "regular", Image: "busybox:1.36"}},
+	}}
+	run(t, pod, []step{
+		{"N1", newest(running("source-init", 0, "x1"), exited("init", 0, 0, "i1"), running("sidecar", 0, "s1")), `
+phase Pending
+PodReadyToStartContainers=True "" ""
+Initialized=False "ContainersNotInitialized" "containers with incomplete status: [source-init]"
+Ready=False "ContainersNotReady" "containers with unready status: [regular]"
+ContainersReady=False "ContainersNotReady" "containers with unready status: [regular]"
+PodScheduled=True "" ""
+AllContainersRestarting=False "" ""
+sidecar Running last=- rc=0 ready=true started=true id=s1
+init Terminated(0,Completed) last=- rc=0 ready=true started=false id=i1
+source-init Running last=- rc=0 ready=false started=true id=x1
+regular Waiting(PodInitializing) last=- rc=0 ready=false started=false id=`},
+		{"N2 source-init exits 42", newest(exited("source-init", 0, 42, "x1"), exited("init", 0, 0, "i1"), running("sidecar", 0, "s1")), `
+phase Pending
+PodReadyToStartContainers=True "" ""
+Initialized=False "ContainersNotInitialized" "containers with incomplete status: [source-init]"
+Ready=False "ContainersNotReady" "containers with unready status: [regular]"
+ContainersReady=False "ContainersNotReady" "containers with unready status: [regular]"
+PodScheduled=True "" ""
+AllContainersRestarting=True "RestartAllContainersStarted" "container exited with restart policy rule"
+sidecar Running last=- rc=0 ready=true started=true id=s1
+init Terminated(0,Completed) last=- rc=0 ready=true started=false id=i1
+source-init Terminated(42,Error) last=- rc=0 ready=false started=false id=x1
+regular Waiting(PodInitializing) last=- rc=0 ready=false started=false id=`},
+		{"N3 cleaned", newest(), `
+phase Pending
+PodReadyToStartContainers=True "" ""
+Initialized=False "ContainersNotInitialized" "containers with incomplete status: [sidecar source-init]"
+Ready=False "ContainersNotReady" "containers with unready status: [sidecar regular]"
+ContainersReady=False "ContainersNotReady" "containers with unready status: [sidecar regular]"
+PodScheduled=True "" ""
+AllContainersRestarting=False "" ""
+sidecar Waiting(RestartingAllContainers) last=Terminated(137,RestartingAllContainers) rc=1 ready=false started=false id=
+init Waiting(RestartingAllContainers) last=Terminated(137,RestartingAllContainers) rc=1 ready=true started=false id=i1
+source-init Waiting(RestartingAllContainers) last=Terminated(137,RestartingAllContainers) rc=1 ready=false started=false id=x1
+regular Waiting(PodInitializing) last=- rc=0 ready=false started=false id=`},
+		{"N6 all running again", newest(running("regular", 0, "r1"), exited("source-init", 0, 0, "x2"), exited("init", 0, 0, "i2"), running("sidecar", 0, "s2")), `
+phase Running
+PodReadyToStartContainers=True "" ""
+Initialized=True "" ""
+Ready=True "" ""
+ContainersReady=True "" ""
+PodScheduled=True "" ""
+AllContainersRestarting=False "" ""
+sidecar Running last=- rc=1 ready=true started=true id=s2
+init Terminated(0,Completed) last=- rc=1 ready=true started=false id=i2
+source-init Terminated(0,Completed) last=- rc=1 ready=true started=false id=x2
+regular Running last=- rc=0 ready=true started=true id=r1`},
+	})
+}
+
+// TestSequenceC replays reference §3.6 sequence C and quirk Q6: a source that had restarted on
+// its own, and a crash-loop restart after the group restart that does not raise the API count.
+func TestSequenceC(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyAlways,
+		Containers: []corev1.Container{
+			{Name: "source-container", Image: "busybox:1.36", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: rac(42)},
+			{Name: "regular", Image: "busybox:1.36"}},
+	}}
+	backoff := backoffReasons{"source-container": {Reason: ReasonCrashLoopBackOff, Message: "back-off 10s restarting failed container=source-container pod=p_ns(uid-1)"}}
+	old := corev1.PodStatus{}
+	for _, s := range []struct {
+		name    string
+		rt      *runtime.PodStatus
+		reasons backoffReasons
+		want    string
+	}{
+		{"P1", newest(running("regular", 0, "r1"), running("source-container", 0, "c1")), nil,
+			"regular Running last=- rc=0\nsource-container Running last=- rc=0"},
+		{"P2 exit 1", newest(running("regular", 0, "r1"), exited("source-container", 0, 1, "c1")), nil,
+			"regular Running last=- rc=0\nsource-container Terminated(1,Error) last=- rc=0"},
+		{"P3 restarted", newest(running("source-container", 1, "c2"), running("regular", 0, "r1"), exited("source-container", 0, 1, "c1")), nil,
+			"regular Running last=- rc=0\nsource-container Running last=Terminated(1,Error) rc=1"},
+		{"P4 exit 42", newest(exited("source-container", 1, 42, "c2"), running("regular", 0, "r1"), exited("source-container", 0, 1, "c1")), nil,
+			"regular Running last=- rc=0\nsource-container Terminated(42,Error) last=Terminated(1,Error) rc=1"},
+		{"P5 cleaned", newest(), nil,
+			"regular Waiting(RestartingAllContainers) last=Terminated(137,RestartingAllContainers) rc=1\nsource-container Waiting(RestartingAllContainers) last=Terminated(137,RestartingAllContainers) rc=2"},
+		{"P6 running", newest(running("regular", 0, "r2"), running("source-container", 0, "c3")), nil,
+			"regular Running last=- rc=1\nsource-container Running last=- rc=2"},
+		{"P7 exit 1", newest(running("regular", 0, "r2"), exited("source-container", 0, 1, "c3")), nil,
+			"regular Running last=- rc=1\nsource-container Terminated(1,Error) last=- rc=2"},
+		{"P8 backoff", newest(running("regular", 0, "r2"), exited("source-container", 0, 1, "c3")), backoff,
+			"regular Running last=- rc=1\nsource-container Waiting(CrashLoopBackOff) last=Terminated(1,Error) rc=2"},
+		{"P9 restarted, count unchanged (Q6)", newest(running("source-container", 1, "c4"), running("regular", 0, "r2"), exited("source-container", 0, 1, "c3")), nil,
+			"regular Running last=- rc=1\nsource-container Running last=Terminated(1,Error) rc=2"},
+	} {
+		got := Generate(Input{Pod: pod, Old: old, Runtime: s.rt, Rules: restart.Rules{RestartAll: true}, Now: t0, Reasons: s.reasons})
+		var lines []string
+		for _, c := range got.ContainerStatuses {
+			lines = append(lines, fmt.Sprintf("%s %s rc=%d", c.Name, strings.Fields(summaryLine(c))[0]+" "+strings.Fields(summaryLine(c))[1], c.RestartCount))
+		}
+		if diff := cmp.Diff(s.want, strings.Join(lines, "\n")); diff != "" {
+			t.Fatalf("step %s (-want +got):\n%s", s.name, diff)
+		}
+		if got.Phase != corev1.PodRunning {
+			t.Fatalf("step %s: phase %s, want Running", s.name, got.Phase)
+		}
+		old = got
+		pod.Status = got
+	}
+}
+
+// summaryLine renders one container as summary does, without its name.
+func summaryLine(c corev1.ContainerStatus) string {
+	line := summary(corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{c}})
+	line = strings.Split(strings.TrimSpace(line), "\n")[1]
+	return strings.TrimPrefix(line, c.Name+" ")
+}
