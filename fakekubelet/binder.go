@@ -42,9 +42,10 @@ type binder struct {
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
 
 	mu sync.Mutex
-	// bound holds the non-terminal pods on each node by UID: from the informer, and from our own
-	// bindings before the informer reports them, so two pods never take the same room.
-	bound map[string]map[types.UID]*corev1.Pod
+	// bound holds the requests of the non-terminal pods on each node by UID: from the informer,
+	// and from our own bindings before the informer reports them, so two pods never take the
+	// same room.
+	bound map[string]map[types.UID]corev1.ResourceList
 	// waiting are the pods that fit nowhere at their last try.
 	waiting map[types.NamespacedName]bool
 }
@@ -59,7 +60,7 @@ func newBinder(client kubernetes.Interface, factory informers.SharedInformerFact
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "restartbed-binder", Clock: clk}),
-		bound:   map[string]map[types.UID]*corev1.Pod{},
+		bound:   map[string]map[types.UID]corev1.ResourceList{},
 		waiting: map[types.NamespacedName]bool{},
 	}
 	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -104,10 +105,12 @@ func (b *binder) observePod(pod *corev1.Pod) {
 func (b *binder) track(pod *corev1.Pod) {
 	on := b.bound[pod.Spec.NodeName]
 	if on == nil {
-		on = map[types.UID]*corev1.Pod{}
+		on = map[types.UID]corev1.ResourceList{}
 		b.bound[pod.Spec.NodeName] = on
 	}
-	on[pod.UID] = pod
+	if _, known := on[pod.UID]; !known {
+		on[pod.UID] = podRequests(pod)
+	}
 }
 
 func (b *binder) forget(pod *corev1.Pod) {
@@ -157,24 +160,38 @@ func (b *binder) retryWaiting() {
 	}
 }
 
+// binderWorkers bind pods concurrently: placement is decided under b.mu (each decision sees the
+// pods the previous ones assumed), only the Bind requests overlap.
+const binderWorkers = 8
+
 func (b *binder) run(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
 		b.queue.ShutDown()
 	}()
-	for {
-		key, shutdown := b.queue.Get()
-		if shutdown {
-			return
-		}
-		if err := b.schedule(ctx, key); err != nil && ctx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "Scheduling failed; will retry", "pod", key)
-			b.queue.AddRateLimited(key)
-		} else {
-			b.queue.Forget(key)
-		}
-		b.queue.Done(key)
+	var wg sync.WaitGroup
+	for range binderWorkers {
+		wg.Go(func() {
+			for b.next(ctx) {
+			}
+		})
 	}
+	wg.Wait()
+}
+
+func (b *binder) next(ctx context.Context) bool {
+	key, shutdown := b.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer b.queue.Done(key)
+	if err := b.schedule(ctx, key); err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(err, "Scheduling failed; will retry", "pod", key)
+		b.queue.AddRateLimited(key)
+	} else {
+		b.queue.Forget(key)
+	}
+	return true
 }
 
 // schedule places one pod, or records why it cannot be placed.
@@ -195,6 +212,7 @@ func (b *binder) schedule(ctx context.Context, key types.NamespacedName) error {
 	}
 	slices.SortFunc(nodes, func(x, y *corev1.Node) int { return strings.Compare(x.Name, y.Name) })
 
+	requests := podRequests(pod)
 	b.mu.Lock()
 	var (
 		chosen  *corev1.Node
@@ -203,10 +221,10 @@ func (b *binder) schedule(ctx context.Context, key types.NamespacedName) error {
 	)
 	for _, n := range nodes {
 		var used nodeUsage
-		for _, p := range b.bound[n.Name] {
-			used.add(p)
+		for _, r := range b.bound[n.Name] {
+			used.addRequests(r)
 		}
-		if why := b.fit.fit(pod, n, used); len(why) > 0 {
+		if why := b.fit.fitRequests(pod, requests, n, used); len(why) > 0 {
 			reasons[n.Name] = why
 			continue
 		}

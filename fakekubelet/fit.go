@@ -33,12 +33,15 @@ type nodeUsage struct {
 	requests corev1.ResourceList
 }
 
-func (u *nodeUsage) add(pod *corev1.Pod) {
+func (u *nodeUsage) add(pod *corev1.Pod) { u.addRequests(podRequests(pod)) }
+
+// addRequests counts one more pod with these requests.
+func (u *nodeUsage) addRequests(requests corev1.ResourceList) {
 	u.pods++
 	if u.requests == nil {
 		u.requests = corev1.ResourceList{}
 	}
-	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+	for name, q := range requests {
 		sum := u.requests[name]
 		sum.Add(q)
 		u.requests[name] = sum
@@ -55,6 +58,16 @@ type fitChecker struct {
 
 // fit returns why the node does not fit the pod, or nothing if it does.
 func (f *fitChecker) fit(pod *corev1.Pod, node *corev1.Node, used nodeUsage) []string {
+	return f.fitRequests(pod, podRequests(pod), node, used)
+}
+
+// podRequests is what the scheduler counts a pod as requesting.
+func podRequests(pod *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+}
+
+// fitRequests is fit with the pod's requests computed once by the caller, who checks many nodes.
+func (f *fitChecker) fitRequests(pod *corev1.Pod, requests corev1.ResourceList, node *corev1.Node, used nodeUsage) []string {
 	if node.Spec.Unschedulable && !toleratesUnschedulable(pod) {
 		return []string{reasonUnschedulable}
 	}
@@ -67,7 +80,7 @@ func (f *fitChecker) fit(pod *corev1.Pod, node *corev1.Node, used nodeUsage) []s
 	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
 		return []string{reasonAffinity}
 	}
-	if reasons := resourceMisfit(pod, node, used); len(reasons) > 0 {
+	if reasons := resourceMisfit(requests, node, used); len(reasons) > 0 {
 		return reasons
 	}
 	if f.features != nil {
@@ -94,12 +107,11 @@ func toleratesUnschedulable(pod *corev1.Pod) bool {
 }
 
 // resourceMisfit lists every resource the node lacks for the pod, as NodeResourcesFit does.
-func resourceMisfit(pod *corev1.Pod, node *corev1.Node, used nodeUsage) []string {
+func resourceMisfit(requests corev1.ResourceList, node *corev1.Node, used nodeUsage) []string {
 	var reasons []string
 	if max, ok := node.Status.Allocatable[corev1.ResourcePods]; ok && used.pods+1 > max.Value() {
 		reasons = append(reasons, reasonTooManyPods)
 	}
-	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	for _, name := range slices.Sorted(maps.Keys(requests)) {
 		want := requests[name]
 		if want.IsZero() || name == corev1.ResourcePods {
