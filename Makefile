@@ -24,7 +24,7 @@ build: ## Build bin/restartbed.
 	$(GO) build -o $(BIN)/restartbed ./cmd/restartbed
 
 .PHONY: run
-run: ## The main job: start a cluster and show the real controllers at work.
+run: ## The main job: a Job on emulated nodes, one pod restarting all its containers in place.
 	$(GO) run ./cmd/restartbed demo
 
 .PHONY: envtest-assets

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -30,10 +31,11 @@ func newDemoCommand() *cobra.Command {
 		Short: "Start a cluster and watch the real controllers and the emulated nodes work",
 		Long: `demo starts kube-apiserver and etcd with the in-place restart feature gates, runs the upstream
 Job, garbage-collector and node lifecycle controllers in-process and registers emulated nodes.
-It creates a Job, shows the pods the Job controller makes and the nodes restartbed's scheduler
-binds them to, then deletes the Job with foreground propagation and shows the garbage collector
-deleting its pods. Pods do not run yet (the pod lifecycle is the next part of the emulated
-kubelet), so they stay Pending on their nodes, and Terminating once deleted.`,
+It creates a Job whose worker has a RestartAllContainers rule, shows the pods the Job controller
+makes, the nodes restartbed's scheduler binds them to and the emulated kubelets running them;
+makes one worker exit with the rule's code and shows its pod restarting all its containers in
+place (same pod, same IP); then deletes the Job with foreground propagation and shows the garbage
+collector and the kubelets removing everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if parallelism < 1 {
@@ -78,63 +80,126 @@ func runDemo(ctx context.Context, out, progress io.Writer, parallelism int32, no
 			PodReplacementPolicy: ptr.To(batchv1.Failed),
 			BackoffLimit:         ptr.To[int32](2),
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers:    []corev1.Container{{Name: "worker", Image: "busybox", Command: []string{"sleep", "3600"}}},
+				RestartPolicy:                 corev1.RestartPolicyNever,
+				TerminationGracePeriodSeconds: ptr.To[int64](demoGraceSeconds),
+				Containers: []corev1.Container{{
+					Name: "worker", Image: "busybox", Command: []string{"sh", "-c", "sleep 3600"},
+					// Exit code 42 restarts every container of the pod in place.
+					RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever),
+					RestartPolicyRules: []corev1.ContainerRestartRule{{
+						Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+						ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{
+							Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{demoRestartCode},
+						},
+					}},
+				}},
 			}},
 		},
 	}
 	if err := c.Create(ctx, job); err != nil {
 		return fmt.Errorf("creating the demo Job: %w", err)
 	}
-	fmt.Fprintf(out, "created Job %s/%s (parallelism %d)\n", job.Namespace, job.Name, parallelism)
+	fmt.Fprintf(out, "created Job %s/%s (parallelism %d; exit code %d of its worker restarts the pod's containers in place)\n",
+		job.Namespace, job.Name, parallelism, demoRestartCode)
 
-	var pods []corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	listPods := func(ctx context.Context) ([]corev1.Pod, error) {
 		var list corev1.PodList
-		if err := c.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		err := c.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name})
+		slices.SortFunc(list.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		return list.Items, err
+	}
+	var pods []corev1.Pod
+	allReady := func(restarts int32) wait.ConditionWithContextFunc {
+		return func(ctx context.Context) (bool, error) {
+			var err error
+			if pods, err = listPods(ctx); err != nil || len(pods) != int(parallelism) {
+				return false, err
+			}
+			for i := range pods {
+				if !podReady(&pods[i]) || restartCount(&pods[i]) < restarts {
+					return false, nil
+				}
+			}
+			return true, nil
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, allReady(0)); err != nil {
+		return fmt.Errorf("waiting for the Job's %d pods to run: %w", parallelism, err)
+	}
+	fmt.Fprintln(out, "the Job controller created the pods, the scheduler bound them, the emulated kubelets run them:")
+	printPods(out, pods)
+
+	first := pods[0]
+	if err := cluster.Kubelet.ExitContainer(first.Namespace, first.Name, "worker", demoRestartCode); err != nil {
+		return err
+	}
+	crashed := time.Now()
+	fmt.Fprintf(out, "\nthe worker of %s exited with %d:\n", first.Name, demoRestartCode)
+	var restarted *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var p corev1.Pod
+		if err := c.Get(ctx, client.ObjectKeyFromObject(&first), &p); err != nil {
 			return false, err
 		}
-		pods = list.Items
-		bound := 0
-		for _, p := range pods {
-			if p.Spec.NodeName != "" {
-				bound++
-			}
-		}
-		return bound == int(parallelism), nil
+		restarted = &p
+		return podReady(&p) && restartCount(&p) == 1, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the Job controller to create %d pods and the scheduler to bind them: %w", parallelism, err)
+		return fmt.Errorf("waiting for %s to restart its containers in place: %w", first.Name, err)
 	}
-	fmt.Fprintln(out, "the Job controller created, and the scheduler bound:")
-	printPods(out, pods)
+	fmt.Fprintf(out, "  the kubelet restarted all its containers in place in %s: same pod (UID %s), same IP %s, restartCount 1\n",
+		time.Since(crashed).Round(10*time.Millisecond), sameOrChanged(first.UID == restarted.UID, string(restarted.UID)),
+		sameOrChanged(first.Status.PodIP == restarted.Status.PodIP, restarted.Status.PodIP))
 
 	if err := c.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		return fmt.Errorf("deleting the demo Job: %w", err)
 	}
 	deleted := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var list corev1.PodList
-		if err := c.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if pods, err = listPods(ctx); err != nil || len(pods) > 0 {
 			return false, err
 		}
-		pods = list.Items
-		for _, p := range pods {
-			if p.DeletionTimestamp == nil {
-				return false, nil
-			}
-		}
-		return true, nil
+		err = c.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the garbage collector to delete the Job's pods: %w", err)
+		return fmt.Errorf("waiting for the garbage collector and the kubelets to remove the Job and its pods: %w", err)
 	}
-	fmt.Fprintf(out, "\ndeleted the Job with foreground propagation; %s later the garbage collector had deleted its pods:\n",
-		time.Since(deleted).Round(10*time.Millisecond))
-	printPods(out, pods)
-	fmt.Fprintln(out, "\nAs on a cluster, a bound pod stays Terminating until its kubelet has stopped its containers, and")
-	fmt.Fprintln(out, "the Job waits for its pods. The emulated kubelet does not run pods yet, so they stop here.")
+	fmt.Fprintf(out, "\ndeleted the Job with foreground propagation: the garbage collector deleted its pods, the kubelets\n"+
+		"stopped their containers (sh as PID 1 ignores SIGTERM, so each took its %ds grace) and removed them,\n"+
+		"and the Job was gone %s later.\n", demoGraceSeconds, time.Since(deleted).Round(10*time.Millisecond))
 	return nil
+}
+
+// demoGraceSeconds is the demo pods' terminationGracePeriodSeconds, short so the demo ends soon.
+const demoGraceSeconds = 3
+
+// demoRestartCode is the exit code the demo's restart rule turns into RestartAllContainers.
+const demoRestartCode = 42
+
+func sameOrChanged(same bool, value string) string {
+	if same {
+		return value + ", unchanged"
+	}
+	return value + ", CHANGED"
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func restartCount(p *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range p.Status.ContainerStatuses {
+		n = max(n, cs.RestartCount)
+	}
+	return n
 }
 
 func enabledGates(gates map[string]bool) string {
@@ -150,7 +215,7 @@ func enabledGates(gates map[string]bool) string {
 
 func printPods(out io.Writer, pods []corev1.Pod) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "  POD\tNODE\tSTATUS\tFINALIZERS\tOWNER")
+	fmt.Fprintln(w, "  POD\tNODE\tIP\tSTATUS\tRESTARTS\tOWNER")
 	for _, p := range pods {
 		owner := ""
 		if ref := metav1.GetControllerOf(&p); ref != nil {
@@ -160,7 +225,7 @@ func printPods(out io.Writer, pods []corev1.Pod) {
 		if p.DeletionTimestamp != nil {
 			phase = "Terminating"
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Name, p.Spec.NodeName, phase, strings.Join(p.Finalizers, ","), owner)
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%d\t%s\n", p.Name, p.Spec.NodeName, p.Status.PodIP, phase, restartCount(&p), owner)
 	}
 	w.Flush()
 }
