@@ -10,10 +10,11 @@ package program
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -83,7 +84,9 @@ func (c *Container) LookupEnv(name string) (string, bool) {
 type Rule struct {
 	// Container is a container name.
 	Container string
-	// Image is a glob (path.Match syntax) over the container's image.
+	// Image is a glob over the container's whole image reference: * matches any run of
+	// characters, slashes included ("*agent*" matches registry.k8s.io/jobset/agent:v0.12),
+	// ? one character, [abc] and [!abc] a class.
 	Image string
 	// Builtin names a registered program.
 	Builtin string
@@ -95,16 +98,58 @@ type Rule struct {
 
 // Matches reports whether the rule applies to the container.
 func (r Rule) Matches(c *corev1.Container) bool {
-	if r.Container != "" && r.Container != c.Name {
-		return false
-	}
+	var image *regexp.Regexp
 	if r.Image != "" {
-		ok, err := path.Match(r.Image, c.Image)
-		if err != nil || !ok {
+		var err error
+		if image, err = compileGlob(r.Image); err != nil {
 			return false
 		}
 	}
-	return true
+	return r.matches(c, image)
+}
+
+// matches is Matches with the image glob compiled (nil: the rule has none).
+func (r Rule) matches(c *corev1.Container, image *regexp.Regexp) bool {
+	return (r.Container == "" || r.Container == c.Name) && (image == nil || image.MatchString(c.Image))
+}
+
+// compileGlob turns an image glob into an anchored regular expression.
+func compileGlob(glob string) (*regexp.Regexp, error) {
+	var b strings.Builder
+	b.WriteString("^")
+	runes := []rune(glob)
+	for i := 0; i < len(runes); i++ {
+		switch r := runes[i]; r {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		case '\\':
+			if i+1 == len(runes) {
+				return nil, errors.New("trailing backslash")
+			}
+			i++
+			b.WriteString(regexp.QuoteMeta(string(runes[i])))
+		case '[':
+			end := slices.Index(runes[i+1:], ']')
+			if end < 0 {
+				return nil, errors.New("unterminated character class")
+			}
+			class := string(runes[i+1 : i+1+end])
+			if strings.HasPrefix(class, "!") {
+				class = "^" + class[1:]
+			}
+			if class == "" || class == "^" {
+				return nil, errors.New("empty character class")
+			}
+			b.WriteString("[" + strings.ReplaceAll(class, "\\", "\\\\") + "]")
+			i += end + 1
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteString("$")
+	return regexp.Compile(b.String())
 }
 
 var (
@@ -144,7 +189,8 @@ func builtin(name string) (Program, bool) {
 
 // Registry is an ordered list of rules.
 type Registry struct {
-	rules []Rule
+	rules  []Rule
+	images []*regexp.Regexp // the rules' compiled image globs; nil where a rule has none
 }
 
 // NewRegistry checks the rules: each names exactly one of Builtin, Program and Script, images
@@ -162,7 +208,7 @@ func NewRegistry(rules []Rule) (*Registry, error) {
 			problems = append(problems, fmt.Sprintf("programs[%d]: exactly one of builtin, program and run must be set", i))
 		}
 		if r.Image != "" {
-			if _, err := path.Match(r.Image, ""); err != nil {
+			if _, err := compileGlob(r.Image); err != nil {
 				problems = append(problems, fmt.Sprintf("programs[%d].image: bad glob %q: %v", i, r.Image, err))
 			}
 		}
@@ -176,7 +222,13 @@ func NewRegistry(rules []Rule) (*Registry, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(problems, "; "))
 	}
-	return &Registry{rules: slices.Clone(rules)}, nil
+	reg := &Registry{rules: slices.Clone(rules), images: make([]*regexp.Regexp, len(rules))}
+	for i, r := range rules {
+		if r.Image != "" {
+			reg.images[i], _ = compileGlob(r.Image)
+		}
+	}
+	return reg, nil
 }
 
 // Choice is what a container runs: a program, a script, or (both empty) its own command.
@@ -190,8 +242,8 @@ func (r *Registry) Lookup(c *corev1.Container) Choice {
 	if r == nil {
 		return Choice{}
 	}
-	for _, rule := range r.rules {
-		if !rule.Matches(c) {
+	for i, rule := range r.rules {
+		if !rule.matches(c, r.images[i]) {
 			continue
 		}
 		if rule.Builtin != "" {

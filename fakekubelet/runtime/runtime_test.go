@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/restartbed/restartbed/fakekubelet/program"
+)
+
+type harness struct {
+	rt     *Runtime
+	clock  *clocktesting.FakeClock
+	mu     sync.Mutex
+	events chan types.UID
+}
+
+func newHarness(t *testing.T, rules ...program.Rule) *harness {
+	t.Helper()
+	h := &harness{clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), events: make(chan types.UID, 100)}
+	reg, err := program.NewRegistry(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rt, err = New(Options{Clock: h.clock, Programs: reg, Notify: func(uid types.UID) { h.events <- uid }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.rt.KillAll(); h.rt.Wait() })
+	return h
+}
+
+func (h *harness) waitExit(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.events:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no exit reported")
+	}
+}
+
+func testPod() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"}, Spec: corev1.PodSpec{
+		NodeName: "n-0",
+		Volumes:  []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	}}
+}
+
+func TestExitReasonsAttemptsAndRemoval(t *testing.T) {
+	h := newHarness(t)
+	pod := testPod()
+	h.rt.RunSandbox(pod, "10.64.0.2")
+	c := &corev1.Container{Name: "c", Image: "busybox", Command: []string{"sh", "-c", "exit 3"},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
+	c.Command = []string{"sh", "-c", "echo boom; exit 3"}
+	first, err := h.rt.Start(pod, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitExit(t)
+	ps, _ := h.rt.Status(pod.UID)
+	got := ps.Latest("c")
+	if got.ID != first.ID || got.State != Exited || got.ExitCode != 3 || got.Reason != ReasonError || got.Message != "boom" {
+		t.Fatalf("first instance: %+v", got)
+	}
+	if got.Image != "docker.io/library/busybox:latest" || !strings.HasPrefix(got.ImageRef, "docker.io/library/busybox@sha256:") {
+		t.Errorf("image %q ref %q", got.Image, got.ImageRef)
+	}
+	second, _ := h.rt.Start(pod, c, nil)
+	h.waitExit(t)
+	if second.Attempt != 1 {
+		t.Errorf("second attempt = %d, want 1", second.Attempt)
+	}
+	ps, _ = h.rt.Status(pod.UID)
+	if prev := ps.Previous("c"); prev == nil || prev.ID != first.ID {
+		t.Errorf("previous instance = %+v, want the first", prev)
+	}
+	for _, inst := range ps.Instances("c") {
+		if err := h.rt.Remove(pod.UID, inst.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third, _ := h.rt.Start(pod, c, nil)
+	h.waitExit(t)
+	if third.Attempt != 0 {
+		t.Errorf("attempt after removing every instance = %d, want 0", third.Attempt)
+	}
+}
+
+func TestStopGraceAndFaults(t *testing.T) {
+	h := newHarness(t)
+	pod := testPod()
+	h.rt.RunSandbox(pod, "10.64.0.2")
+	ignoring := &corev1.Container{Name: "sleeper", Command: []string{"sh", "-c", "sleep 3600"}}
+	inst, _ := h.rt.Start(pod, ignoring, nil)
+	h.rt.Stop(pod.UID, inst.ID, 2*time.Second)
+	for !h.clock.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	if !h.rt.Stopping(pod.UID, inst.ID) {
+		t.Fatal("the script should still run: PID 1 ignores SIGTERM")
+	}
+	h.clock.Step(2 * time.Second)
+	h.waitExit(t)
+	ps, _ := h.rt.Status(pod.UID)
+	if s := ps.Latest("sleeper"); s.ExitCode != 137 || s.Reason != ReasonError {
+		t.Fatalf("after the grace: %+v, want 137 Error", s)
+	}
+
+	idle := &corev1.Container{Name: "idle"}
+	if _, err := h.rt.Start(pod, idle, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rt.Exit(pod.UID, "idle", 0, true); err != nil {
+		t.Fatal(err)
+	}
+	h.waitExit(t)
+	ps, _ = h.rt.Status(pod.UID)
+	if s := ps.Latest("idle"); s.ExitCode != 137 || s.Reason != ReasonOOMKilled {
+		t.Fatalf("OOM kill: %+v", s)
+	}
+	if err := h.rt.Exit(pod.UID, "idle", 1, false); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("exit of a stopped container: %v, want ErrNotRunning", err)
+	}
+}
+
+func TestStartErrorAndVolumes(t *testing.T) {
+	h := newHarness(t)
+	pod := testPod()
+	h.rt.RunSandbox(pod, "10.64.0.2")
+	st, err := h.rt.Start(pod, &corev1.Container{Name: "py", Command: []string{"python3", "x.py"}}, nil)
+	if err == nil || st.State != Exited || st.ExitCode != 128 || st.Reason != ReasonStartError ||
+		!strings.Contains(st.Message, `exec: "python3": executable file not found in $PATH`) {
+		t.Fatalf("start error: %+v, %v", st, err)
+	}
+	writer := &corev1.Container{Name: "w", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}
+	if _, err := h.rt.Start(pod, writer, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, _, err := h.rt.Exec(context.Background(), pod.UID, "w", []string{"sh", "-c", "echo hi > /data/f; echo own > /tmp/own"})
+	if err != nil || code != 0 {
+		t.Fatalf("exec: %d %v", code, err)
+	}
+	reader := &corev1.Container{Name: "r", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/mnt"}}}
+	if _, err := h.rt.Start(pod, reader, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := h.rt.Exec(context.Background(), pod.UID, "r", []string{"sh", "-c", "cat /mnt/f; test -f /tmp/own || echo no-own"})
+	if code != 0 || out != "hi\nno-own\n" {
+		t.Fatalf("the other container sees %q (exit %d)", out, code)
+	}
+}
+
+func TestEnvOf(t *testing.T) {
+	pod := testPod()
+	pod.Labels = map[string]string{"app": "x"}
+	pod.Spec.ServiceAccountName = "agent"
+	c := &corev1.Container{Name: "c", Env: []corev1.EnvVar{
+		{Name: "A", Value: "1"},
+		{Name: "B", Value: "$(A)-$(MISSING)-$$(A)"},
+		{Name: "NS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		{Name: "APP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
+		{Name: "SA", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.serviceAccountName"}}},
+		{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "HOST", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
+		{Name: "CM", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Key: "k"}}},
+	}}
+	env, err := EnvOf(pod, c, "10.64.0.2", "172.16.0.1")
+	want := "A=1 B=1-$(MISSING)-$(A) NS=ns APP=x SA=agent IP=10.64.0.2 HOST=172.16.0.1"
+	if got := strings.Join(env, " "); got != want {
+		t.Errorf("env %q, want %q", got, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), "env CM") {
+		t.Errorf("unresolved configMapKeyRef not reported: %v", err)
+	}
+}
