@@ -224,6 +224,30 @@ var _ = Describe("Pod lifecycle", func() {
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 
+	It("lets the real Job controller fail a Job whose pods fail", func(ctx context.Context) {
+		job := builders.MakeJob("fails", ns).BackoffLimit(1).PodReplacementPolicy(batchv1.Failed).Obj()
+		job.Spec.Template.Spec.Containers = []corev1.Container{builders.MakeContainer("work").Shell("exit 3").Obj()}
+		Expect(k8s.Create(ctx, job)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+			g.Expect(job.Status.Conditions).To(ContainElement(And(HaveField("Type", batchv1.JobFailed),
+				HaveField("Status", corev1.ConditionTrue), HaveField("Reason", batchv1.JobReasonBackoffLimitExceeded))))
+			g.Expect(job.Status.Failed).To(BeEquivalentTo(2))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
+	It("gives in-process programs the pod's service account, which RBAC then judges", func(ctx context.Context) {
+		pod := builders.MakePod("whoami", ns).Container(builders.MakeContainer("whoami").Obj()).Obj()
+		pod.Spec.ServiceAccountName = "agent"
+		Expect(k8s.Create(ctx, pod)).To(Succeed())
+		h := specs.RecordPod(ctx, cluster.Clientset, ns, "whoami")
+		Eventually(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodSucceeded))
+			g.Expect(state(specs.ContainerStatus(p, "whoami"))).To(Equal("Terminated(0,Completed)"))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
 	It("finishes a RestartAllContainers cleanup after a kubelet restart in the middle of it (§3.4)", func(ctx context.Context) {
 		pod := builders.MakePod("kubelet-restart", ns).
 			Container(builders.MakeContainer("source").RestartPolicy(corev1.ContainerRestartPolicyNever).OnExitCodes(rac, in, 42).Shell("sleep 3600").Obj()).

@@ -4,17 +4,23 @@ package fakekubelet
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/test/specs"
 )
 
@@ -47,9 +53,25 @@ func TestFakeKubelet(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx context.Context) {
-	cluster = specs.StartCluster(ctx, envtest.Options{Nodes: pools})
+	cluster = specs.StartCluster(ctx, envtest.Options{Nodes: pools, Programs: []program.Rule{{Container: "whoami", Program: whoami}}})
 	k8s = cluster.Client
 }, NodeTimeout(specs.StartTimeout))
+
+// whoami is an in-process program that lists the pods of its namespace with the identity the
+// kubelet gave it and prints the apiserver's answer; it exits 0 when the apiserver refused it as
+// the pod's service account, 1 otherwise.
+var whoami = program.Func(func(ctx context.Context, c *program.Container) int {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err == nil {
+		_, err = cs.CoreV1().Pods(c.Pod.Namespace).List(ctx, metav1.ListOptions{})
+	}
+	fmt.Fprintln(c.Stdout, err)
+	sa := "system:serviceaccount:" + c.Pod.Namespace + ":" + c.Pod.Spec.ServiceAccountName
+	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), sa) {
+		return 0
+	}
+	return 1
+})
 
 func newNamespace(ctx context.Context) string {
 	GinkgoHelper()
