@@ -40,6 +40,7 @@ type binder struct {
 	fit    *fitChecker
 	clock  clock.PassiveClock
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	events *events
 
 	mu sync.Mutex
 	// bound holds the requests of the non-terminal pods on each node by UID: from the informer,
@@ -50,8 +51,9 @@ type binder struct {
 	waiting map[types.NamespacedName]bool
 }
 
-func newBinder(client kubernetes.Interface, factory informers.SharedInformerFactory, fit *fitChecker, clk clock.WithTicker) *binder {
+func newBinder(client kubernetes.Interface, factory informers.SharedInformerFactory, fit *fitChecker, clk clock.WithTicker, ev *events) *binder {
 	b := &binder{
+		events: ev,
 		client: client,
 		pods:   factory.Core().V1().Pods().Lister(),
 		nodes:  factory.Core().V1().Nodes().Lister(),
@@ -235,7 +237,11 @@ func (b *binder) schedule(ctx context.Context, key types.NamespacedName) error {
 	if chosen == nil {
 		b.waiting[key] = true
 		b.mu.Unlock()
-		return b.markUnscheduled(ctx, pod, corev1.PodReasonUnschedulable, unschedulableMessage(len(nodes), reasons))
+		message := unschedulableMessage(len(nodes), reasons)
+		if !unschedulableSays(pod, message) {
+			b.events.scheduler.Eventf(pod, corev1.EventTypeWarning, eventFailedScheduling, "%s", message)
+		}
+		return b.markUnscheduled(ctx, pod, corev1.PodReasonUnschedulable, message)
 	}
 	delete(b.waiting, key)
 	assumed := pod.DeepCopy()
@@ -255,7 +261,18 @@ func (b *binder) schedule(ctx context.Context, key types.NamespacedName) error {
 		return fmt.Errorf("binding pod %s to node %s: %w", key, chosen.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Bound pod", "pod", klog.KObj(pod), "node", klog.KObj(chosen))
+	b.events.scheduler.Eventf(pod, corev1.EventTypeNormal, eventScheduled, "Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, chosen.Name)
 	return nil
+}
+
+// unschedulableSays reports whether the pod already shows it is unschedulable for that message.
+func unschedulableSays(pod *corev1.Pod, message string) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable && c.Message == message {
+			return true
+		}
+	}
+	return false
 }
 
 // markUnscheduled sets PodScheduled=False with the reason and message, unless it already says so.

@@ -43,6 +43,7 @@ type Kubelet struct {
 	rt       *runtime.Runtime
 	status   *status.Manager
 	programs *program.Registry
+	events   *events
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -115,7 +116,8 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	}
 
 	factory := informers.NewSharedInformerFactory(k.client, 0)
-	k.binder = newBinder(k.client, factory, &fitChecker{features: k.features}, k.clock)
+	k.events = newEvents(ctx, k.client)
+	k.binder = newBinder(k.client, factory, &fitChecker{features: k.features}, k.clock, k.events)
 	if err := k.newPods(ctx, factory); err != nil {
 		return err
 	}
@@ -185,6 +187,9 @@ func (k *Kubelet) Stop() {
 		if k.pods != nil {
 			k.pods.background.Wait()
 		}
+		if k.events != nil {
+			k.events.stop()
+		}
 		if k.rt != nil {
 			k.rt.KillAll()
 			k.rt.Wait()
@@ -213,7 +218,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	p := &pods{client: k.client, clock: k.clock, timing: k.opts.Timing, rules: rules, status: k.status, informer: informer,
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
 		nodes: map[string]*node{}, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
-		podIP: map[types.UID]podAddress{}, ctx: ctx}
+		podIP: map[types.UID]podAddress{}, ctx: ctx, events: k.events}
 	for _, n := range k.nodes {
 		p.nodes[n.name] = n
 	}

@@ -61,6 +61,7 @@ type pods struct {
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedDelayingInterface[types.UID]
 	nodes    map[string]*node
+	events   *events
 
 	mu     sync.Mutex
 	states map[types.UID]*podState
@@ -285,6 +286,7 @@ func (p *pods) resetAll(pod *corev1.Pod, st *podState, rt *runtime.PodStatus) {
 		if inst.State == runtime.Running {
 			if !st.stopIssued[inst.ID] {
 				st.stopIssued[inst.ID] = true
+				p.events.container(pod, containerSpec(pod, inst.Name), corev1.EventTypeNormal, eventKilling, "killing")
 				p.rt.Stop(pod.UID, inst.ID, p.timing.RestartAllKillGrace)
 			}
 			return // the exit brings the next sync
@@ -359,7 +361,8 @@ func (p *pods) start(pod *corev1.Pod, st *podState, c *corev1.Container, rt *run
 		if st.backoff.IsInBackOffSince(key, latest.FinishedAt) {
 			delay := st.backoff.Get(key)
 			st.reasons[c.Name] = status.Waiting{Reason: status.ReasonCrashLoopBackOff,
-				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, pod.Name, pod.Namespace, pod.UID)}
+				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, podRef(pod))}
+			p.events.container(pod, c, corev1.EventTypeWarning, eventBackOff, "Back-off restarting failed container %s in pod %s", c.Name, podRef(pod))
 			p.queue.AddAfter(pod.UID, latest.FinishedAt.Add(delay).Sub(p.clock.Now()))
 			return
 		}
@@ -370,8 +373,9 @@ func (p *pods) start(pod *corev1.Pod, st *podState, c *corev1.Container, rt *run
 	if err != nil {
 		klog.FromContext(p.ctx).Info("Starting the container with part of its environment", "pod", klog.KObj(pod), "container", c.Name, "problem", err.Error())
 	}
-	if _, err := p.rt.Start(pod, c, env); err != nil {
+	if inst, err := p.rt.Start(pod, c, env); err != nil {
 		klog.FromContext(p.ctx).V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.Name, "err", err)
+		p.events.container(pod, c, corev1.EventTypeWarning, eventFailed, "Error: %s", inst.Message)
 	}
 	p.queue.Add(pod.UID) // as PLEG reports a started (or failed) container: the status changes
 
@@ -414,7 +418,7 @@ func (p *pods) stopAll(pod *corev1.Pod, st *podState, rt *runtime.PodStatus, gra
 			}
 			if latest := rt.Latest(c.Name); latest != nil && latest.State == runtime.Running {
 				mainRunning = true
-				p.stopOne(pod, st, c, latest, remaining)
+				p.stopOne(pod, st, c, latest, remaining, "")
 			}
 		}
 	}
@@ -423,18 +427,34 @@ func (p *pods) stopAll(pod *corev1.Pod, st *podState, rt *runtime.PodStatus, gra
 	}
 	for i := len(sidecars) - 1; i >= 0; i-- {
 		if latest := rt.Latest(sidecars[i].Name); latest != nil && latest.State == runtime.Running {
-			p.stopOne(pod, st, sidecars[i], latest, remaining)
+			p.stopOne(pod, st, sidecars[i], latest, remaining, "")
 			return
 		}
 	}
 }
 
+// containerSpec returns the pod's init or regular container with the name.
+func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return &corev1.Container{Name: name}
+}
+
 // stopOne runs the container's preStop hook (best effort, within the grace) and then stops it.
-func (p *pods) stopOne(pod *corev1.Pod, st *podState, c *corev1.Container, inst *runtime.Status, grace time.Duration) {
+func (p *pods) stopOne(pod *corev1.Pod, st *podState, c *corev1.Container, inst *runtime.Status, grace time.Duration, message string) {
 	if st.stopIssued[inst.ID] {
 		return
 	}
 	st.stopIssued[inst.ID] = true
+	if message == "" {
+		message = "Stopping container " + c.Name
+	}
+	p.events.container(pod, c, corev1.EventTypeNormal, eventKilling, "%s", message)
 	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
 		p.rt.Stop(pod.UID, inst.ID, grace)
 		return

@@ -2,7 +2,9 @@ package fakekubelet
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
+	"github.com/restartbed/restartbed/fakekubelet/shell"
 )
 
 // probeKind is one of a container's three probes.
@@ -35,6 +38,11 @@ func (s *podState) Started(id string) bool { ps := s.probes[id]; return ps != ni
 
 // Ready implements status.ProbeResults.
 func (s *podState) Ready(id string) bool { ps := s.probes[id]; return ps != nil && ps.ready }
+
+// String is the probe's name as the kubelet's events give it.
+func (k probeKind) String() string {
+	return [...]string{"Startup", "Liveness", "Readiness"}[k]
+}
 
 func (k probeKind) of(c *corev1.Container) *corev1.Probe {
 	switch k {
@@ -78,7 +86,10 @@ func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *run
 					nextDue = earliest(nextDue, ps.next[kind])
 					continue
 				}
-				ok := p.runProbe(ctx, pod, c, spec)
+				ok, output := p.runProbe(ctx, pod, c, spec)
+				if !ok {
+					p.events.container(pod, c, corev1.EventTypeWarning, eventUnhealthy, "%s probe failed: %s", kind, output)
+				}
 				ps.next[kind] = now.Add(time.Duration(max(spec.PeriodSeconds, 1)) * time.Second)
 				nextDue = earliest(nextDue, ps.next[kind])
 				if ok {
@@ -101,7 +112,11 @@ func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *run
 					if spec.TerminationGracePeriodSeconds != nil {
 						grace = time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
 					}
-					p.stopOne(pod, st, c, inst, grace)
+					message := fmt.Sprintf("Container %s failed %s probe", c.Name, strings.ToLower(kind.String()))
+					if p.rules.ShouldRestart(c, pod.Spec.RestartPolicy, shell.ExitKilled) {
+						message += ", will be restarted"
+					}
+					p.stopOne(pod, st, c, inst, grace, message)
 				}
 			}
 		}
@@ -124,23 +139,40 @@ func earliest(a, b time.Time) time.Time {
 // runProbe runs one probe: httpGet calls what the pod serves on the port (2xx and 3xx pass),
 // tcpSocket passes while something serves the port, exec runs in the container (exit 0 passes),
 // grpc passes while something serves the port.
-func (p *pods) runProbe(ctx context.Context, pod *corev1.Pod, c *corev1.Container, spec *corev1.Probe) bool {
+func (p *pods) runProbe(ctx context.Context, pod *corev1.Pod, c *corev1.Container, spec *corev1.Probe) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(spec.TimeoutSeconds, 1))*time.Second)
 	defer cancel()
 	h := spec.ProbeHandler
 	switch {
 	case h.HTTPGet != nil:
-		code, err := p.rt.HTTPGet(ctx, pod.UID, portOf(c, h.HTTPGet.Port), h.HTTPGet.Path, headers(h.HTTPGet.HTTPHeaders))
-		return err == nil && code >= 200 && code < 400
+		port := portOf(c, h.HTTPGet.Port)
+		code, err := p.rt.HTTPGet(ctx, pod.UID, port, h.HTTPGet.Path, headers(h.HTTPGet.HTTPHeaders))
+		switch {
+		case err != nil:
+			return false, fmt.Sprintf("Get %q: %v", fmt.Sprintf("http://%s:%d%s", pod.Status.PodIP, port, h.HTTPGet.Path), err)
+		case code < 200 || code >= 400:
+			return false, fmt.Sprintf("HTTP probe failed with statuscode: %d", code)
+		}
+		return true, ""
 	case h.TCPSocket != nil:
-		return p.rt.Listening(pod.UID, portOf(c, h.TCPSocket.Port))
+		port := portOf(c, h.TCPSocket.Port)
+		if !p.rt.Listening(pod.UID, port) {
+			return false, fmt.Sprintf("dial tcp %s:%d: connect: connection refused", pod.Status.PodIP, port)
+		}
+		return true, ""
 	case h.GRPC != nil:
-		return p.rt.Listening(pod.UID, h.GRPC.Port)
+		if !p.rt.Listening(pod.UID, h.GRPC.Port) {
+			return false, fmt.Sprintf("timeout: failed to connect service %q within %ds", fmt.Sprintf(":%d", h.GRPC.Port), max(spec.TimeoutSeconds, 1))
+		}
+		return true, ""
 	case h.Exec != nil:
-		code, err := p.rt.ExecProbe(ctx, pod.UID, c.Name, h.Exec.Command)
-		return err == nil && code == 0
+		code, out, err := p.rt.Exec(ctx, pod.UID, c.Name, h.Exec.Command)
+		if err != nil {
+			return false, err.Error()
+		}
+		return code == 0, out
 	}
-	return false
+	return false, "the probe has no handler"
 }
 
 // runHandler runs a lifecycle hook (preStop), best effort.

@@ -38,10 +38,3 @@ func (r *Runtime) Listening(uid types.UID, port int32) bool {
 	defer r.mu.Unlock()
 	return r.handler(uid, port) != nil
 }
-
-// ExecProbe runs an exec probe's command in the named container; a container that is not running
-// fails the probe.
-func (r *Runtime) ExecProbe(ctx context.Context, uid types.UID, name string, argv []string) (int, error) {
-	code, _, err := r.Exec(ctx, uid, name, argv)
-	return code, err
-}

@@ -91,6 +91,10 @@ var _ = Describe("Pod lifecycle under faults", func() {
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 		Eventually(func() *corev1.PodCondition { return specs.Condition(h.Latest(), corev1.PodReady) }).
 			WithTimeout(Timeout).WithPolling(Interval).Should(HaveField("Status", corev1.ConditionTrue), "the new instance's filesystem is fresh")
+		Expect(specs.EventMessages(ctx, cluster.Clientset, ns, "probes")).To(ContainElements(
+			"Unhealthy: Readiness probe failed: ",
+			"Unhealthy: Liveness probe failed: cat: /tmp/healthy: No such file or directory\n",
+			"Killing: Container web failed liveness probe, will be restarted"))
 	})
 
 	It("reports an OOM kill and a missing command as the runtime does", func(ctx context.Context) {

@@ -90,6 +90,10 @@ var _ = Describe("Pod lifecycle", func() {
 			g.Expect(state(cs)).To(Equal("Running"))
 			g.Expect(cs.RestartCount).To(BeEquivalentTo(2))
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Eventually(func() []string { return specs.EventMessages(ctx, cluster.Clientset, ns, "single") }).
+			WithTimeout(Timeout).WithPolling(Interval).Should(ContainElements(
+			fmt.Sprintf("Scheduled: Successfully assigned %s/single to %s", ns, h.Latest().Spec.NodeName),
+			fmt.Sprintf("BackOff: Back-off restarting failed container main in pod single_%s(%s)", ns, uid)))
 
 		By("an exit no rule matches ends the pod")
 		Expect(cluster.Kubelet.ExitContainer(ns, "single", "main", 1)).To(Succeed())
@@ -155,6 +159,8 @@ var _ = Describe("Pod lifecycle", func() {
 				g.Expect(lastState(cs)).To(Equal("-"), name)
 			}
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Eventually(func() []string { return specs.EventMessages(ctx, cluster.Clientset, ns, "seq-a") }).
+			WithTimeout(Timeout).WithPolling(Interval).Should(ContainElement("Killing: killing"), "the cleanup's kills")
 		after := h.Latest()
 		Expect(after.UID).To(Equal(before.UID))
 		Expect(after.Status.PodIP).To(Equal(before.Status.PodIP))

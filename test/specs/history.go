@@ -115,3 +115,16 @@ func ContainerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
 	}
 	return nil
 }
+
+// EventMessages returns "Reason: message" of every Event about the named object in the namespace.
+func EventMessages(ctx context.Context, cs kubernetes.Interface, namespace, name string) []string {
+	GinkgoHelper()
+	list, err := cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
+	Expect(err).NotTo(HaveOccurred())
+	out := make([]string, 0, len(list.Items))
+	for _, e := range list.Items {
+		out = append(out, e.Reason+": "+e.Message)
+	}
+	return out
+}

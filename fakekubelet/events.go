@@ -1,0 +1,77 @@
+package fakekubelet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// Event reasons the kubelet writes (k8s.io/kubernetes/pkg/kubelet/events). restartbed records the
+// ones about trouble and stops; it does not record Pulled, Created and Started, which would
+// double the API writes of every container start and which nothing in a restart flow reads.
+const (
+	eventKilling   = "Killing"
+	eventBackOff   = "BackOff"
+	eventFailed    = "Failed"
+	eventUnhealthy = "Unhealthy"
+
+	// The scheduler's.
+	eventScheduled        = "Scheduled"
+	eventFailedScheduling = "FailedScheduling"
+	schedulerComponent    = "default-scheduler"
+)
+
+// events records Events as each node's kubelet (source component "kubelet", host the node),
+// through one broadcaster for all nodes.
+type events struct {
+	broadcaster record.EventBroadcaster
+	scheduler   record.EventRecorder
+	mu          sync.Mutex
+	byNode      map[string]record.EventRecorder
+}
+
+func newEvents(ctx context.Context, client kubernetes.Interface) *events {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return &events{broadcaster: b, byNode: map[string]record.EventRecorder{},
+		scheduler: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: schedulerComponent})}
+}
+
+func (e *events) recorder(node string) record.EventRecorder {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.byNode[node]
+	if r == nil {
+		r = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: node})
+		e.byNode[node] = r
+	}
+	return r
+}
+
+// container records an event about one container of the pod, as the kubelet does: the object is
+// the pod with the container's field path.
+func (e *events) container(pod *corev1.Pod, c *corev1.Container, eventType, reason, format string, args ...any) {
+	field := fmt.Sprintf("spec.containers{%s}", c.Name)
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == c.Name {
+			field = fmt.Sprintf("spec.initContainers{%s}", c.Name)
+		}
+	}
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		ResourceVersion: pod.ResourceVersion, FieldPath: field}
+	e.recorder(pod.Spec.NodeName).Eventf(ref, eventType, reason, format, args...)
+}
+
+// stop flushes nothing more and ends the broadcaster's goroutines.
+func (e *events) stop() { e.broadcaster.Shutdown() }
+
+// podRef renders a pod as the kubelet's messages do: name_namespace(uid).
+func podRef(pod *corev1.Pod) string {
+	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}
