@@ -158,13 +158,19 @@ func sleep(ctx context.Context, c *call) int {
 
 func touch(_ context.Context, c *call) int {
 	_, files := c.flags()
-	if len(files) == 0 {
-		return c.fail("missing file operand")
+	return c.each(files, "missing file operand", "%s: %s", c.p.env.FS.Touch)
+}
+
+// each applies op to every operand's path; with no operand it fails with missing, and each
+// failing operand is reported with failure (given the operand and the error's description).
+func (c *call) each(operands []string, missing, failure string, op func(path string) error) int {
+	if len(operands) == 0 {
+		return c.fail("%s", missing)
 	}
 	status := 0
-	for _, f := range files {
-		if err := c.p.env.FS.Touch(c.path(f)); err != nil {
-			status = c.fail("%s: %s", f, describe(err))
+	for _, o := range operands {
+		if err := op(c.path(o)); err != nil {
+			status = c.fail(failure, o, describe(err))
 		}
 	}
 	return status
@@ -270,16 +276,8 @@ func rm(_ context.Context, c *call) int {
 
 func mkdir(_ context.Context, c *call) int {
 	flags, dirs := c.flags()
-	if len(dirs) == 0 {
-		return c.fail("missing operand")
-	}
-	status := 0
-	for _, d := range dirs {
-		if err := c.p.env.FS.Mkdir(c.path(d), 0o755, flags['p']); err != nil {
-			status = c.fail("can't create directory '%s': %s", d, describe(err))
-		}
-	}
-	return status
+	return c.each(dirs, "missing operand", "can't create directory '%s': %s",
+		func(path string) error { return c.p.env.FS.Mkdir(path, 0o755, flags['p']) })
 }
 
 func rmdir(_ context.Context, c *call) int {
