@@ -488,6 +488,7 @@ func (p *pods) syncShutdown(ctx context.Context, pod *corev1.Pod, st *podState, 
 		return nil
 	}
 	p.rt.StopSandbox(pod.UID)
+	p.releaseIP(pod.UID) // a stopped sandbox gives its address back; the status keeps showing it
 	rtNow, _ := p.rt.Status(pod.UID)
 	in.Runtime = &rtNow
 	in.Terminating = true

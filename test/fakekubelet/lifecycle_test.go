@@ -170,6 +170,84 @@ var _ = Describe("Pod lifecycle", func() {
 		}
 	})
 
+	It("restarts all containers from an init container source: sequence B (§3.6)", func(ctx context.Context) {
+		pod := builders.MakePod("seq-b", ns).EmptyDir("data").
+			InitContainer(builders.MakeContainer("sidecar").RestartPolicy(corev1.ContainerRestartPolicyAlways).Shell("sleep 3600").Obj()).
+			InitContainer(builders.MakeContainer("init").Shell("exit 0").Obj()).
+			InitContainer(builders.MakeContainer("source-init").RestartPolicy(corev1.ContainerRestartPolicyNever).OnExitCodes(rac, in, 42).
+				Mount("data", "/mnt").Shell("if [ -f /mnt/done ]; then exit 0; fi; touch /mnt/done; exit 42").Obj()).
+			Container(builders.MakeContainer("regular").Shell("sleep 3600").Obj()).Obj()
+		Expect(k8s.Create(ctx, pod)).To(Succeed())
+		h := specs.RecordPod(ctx, cluster.Clientset, ns, "seq-b")
+		Eventually(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(p).NotTo(BeNil())
+			g.Expect(specs.Condition(p, corev1.PodReady)).To(HaveField("Status", corev1.ConditionTrue))
+			g.Expect(specs.ContainerStatus(p, "source-init").RestartCount).To(BeEquivalentTo(1))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		trigger := h.Index(0, func(p *corev1.Pod) bool {
+			c := specs.Condition(p, corev1.AllContainersRestarting)
+			return c != nil && c.Status == corev1.ConditionTrue
+		})
+		Expect(trigger).To(BeNumerically(">=", 0))
+		Expect(h.Versions()[trigger].Status.Phase).To(Equal(corev1.PodPending))
+		cleaned := h.Index(trigger, func(p *corev1.Pod) bool {
+			return state(specs.ContainerStatus(p, "source-init")) == "Waiting(RestartingAllContainers)"
+		})
+		Expect(cleaned).To(BeNumerically(">", trigger))
+		p := h.Versions()[cleaned]
+		Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+		Expect(specs.Condition(p, corev1.PodInitialized)).To(And(HaveField("Status", corev1.ConditionFalse),
+			HaveField("Message", "containers with incomplete status: [sidecar source-init]")))
+		for _, name := range []string{"sidecar", "init", "source-init"} {
+			cs := specs.ContainerStatus(p, name)
+			Expect(state(cs)).To(Equal("Waiting(RestartingAllContainers)"), name)
+			Expect(cs.RestartCount).To(BeEquivalentTo(1), name)
+		}
+		Expect(state(specs.ContainerStatus(p, "regular"))).To(Equal("Waiting(PodInitializing)"))
+		Expect(specs.ContainerStatus(p, "regular").RestartCount).To(BeZero(), "it never ran")
+		Expect(h.Latest().Status.Phase).To(Equal(corev1.PodRunning))
+	})
+
+	It("restarts all containers after the source restarted on its own: sequence C (§3.6)", func(ctx context.Context) {
+		pod := builders.MakePod("seq-c", ns).RestartPolicy(corev1.RestartPolicyAlways).
+			Container(builders.MakeContainer("source-container").RestartPolicy(corev1.ContainerRestartPolicyAlways).
+				OnExitCodes(rac, in, 42).Shell("sleep 3600").Obj()).
+			Container(builders.MakeContainer("regular").Shell("sleep 3600").Obj()).Obj()
+		h := create(ctx, pod)
+		Expect(cluster.Kubelet.ExitContainer(ns, "seq-c", "source-container", 1)).To(Succeed())
+		Eventually(func(g Gomega) {
+			cs := specs.ContainerStatus(h.Latest(), "source-container")
+			g.Expect(state(cs)).To(Equal("Running"))
+			g.Expect(cs.RestartCount).To(BeEquivalentTo(1))
+			g.Expect(lastState(cs)).To(Equal("Terminated(1,Error)"))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Expect(cluster.Kubelet.ExitContainer(ns, "seq-c", "source-container", 42)).To(Succeed())
+		Eventually(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(specs.Condition(p, corev1.PodReady)).To(HaveField("Status", corev1.ConditionTrue))
+			source, regular := specs.ContainerStatus(p, "source-container"), specs.ContainerStatus(p, "regular")
+			g.Expect(state(source)).To(Equal("Running"))
+			g.Expect(source.RestartCount).To(BeEquivalentTo(2))
+			g.Expect(state(regular)).To(Equal("Running"))
+			g.Expect(regular.RestartCount).To(BeEquivalentTo(1))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
+	It("fails a pod with restartPolicy Always whose containers' own policies let them stop (§2.3)", func(ctx context.Context) {
+		pod := builders.MakePod("always-fails", ns).RestartPolicy(corev1.RestartPolicyAlways).
+			Container(builders.MakeContainer("done").RestartPolicy(corev1.ContainerRestartPolicyOnFailure).Shell("exit 0").Obj()).
+			Container(builders.MakeContainer("broken").RestartPolicy(corev1.ContainerRestartPolicyNever).Shell("exit 1").Obj()).Obj()
+		Expect(k8s.Create(ctx, pod)).To(Succeed())
+		h := specs.RecordPod(ctx, cluster.Clientset, ns, "always-fails")
+		Eventually(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
+			g.Expect(state(specs.ContainerStatus(p, "done"))).To(Equal("Terminated(0,Completed)"))
+			g.Expect(state(specs.ContainerStatus(p, "broken"))).To(Equal("Terminated(1,Error)"))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
 	It("runs an upstream e2e pod unmodified: a marker file on an emptyDir makes the second run differ", func(ctx context.Context) {
 		pod := builders.MakePod("marker", ns).EmptyDir("data").
 			Container(builders.MakeContainer("source").RestartPolicy(corev1.ContainerRestartPolicyNever).OnExitCodes(rac, in, 42).
