@@ -1,5 +1,13 @@
-// Package agent will own the in-place-restart agent: the attempt annotation, the startup barrier
-// and the exit that triggers RestartAllContainers. The same code will run as cmd/agent and as the
-// fake kubelet's builtin program. It talks only to the apiserver, as its pod's service account.
-// It is not written yet (issue 4).
+// Package agent is JobSet's in-place-restart agent (KEP-467; reference jobset-in-place-restart.md
+// §2.2): it records its pod's restart attempt in the pod annotation
+// jobset.sigs.k8s.io/in-place-restart-attempt, holds the worker behind a barrier until the JobSet
+// controller has seen every pod at the same attempt, and exits with the restart code when the
+// controller asks the group to restart, so that the kubelet restarts every container of the pod
+// in place (RestartAllContainers) or the worker container (Restart).
+//
+// The same code runs as the binary cmd/agent and as the fake kubelet's builtin program "agent".
+// It talks only to the apiserver, as its pod's service account: one watch on its own JobSet and
+// server-side-apply patches of its own pod. Unlike upstream's agent, it backs off with jitter when
+// it (re)establishes its watch or a write fails, so thousands of agents restarting together do not
+// stampede the apiserver.
 package agent

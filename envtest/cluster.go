@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	// The in-place-restart agent registers itself as the fake kubelet's builtin program "agent".
+	_ "github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 	"github.com/restartbed/restartbed/config/crd"
 	"github.com/restartbed/restartbed/envtest/controllermanager"

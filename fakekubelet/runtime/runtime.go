@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"sync"
@@ -162,13 +163,17 @@ func New(opts Options) (*Runtime, error) {
 
 // sandbox is one pod's shared state.
 type sandbox struct {
-	uid      types.UID
-	node     string
-	ip       string
-	ready    bool
-	fs       *vfs.Pod
-	volumes  map[string]*vfs.Volume
-	attempts map[string]int
+	uid     types.UID
+	node    string
+	ip      string
+	ready   bool
+	fs      *vfs.Pod
+	volumes map[string]*vfs.Volume
+	// serviceAccount holds the files a pod's service-account token volume carries, for pods
+	// whose spec the apiserver did not give one (restartbed's control plane may run without the
+	// ServiceAccount admission plugin).
+	serviceAccount *vfs.Volume
+	attempts       map[string]int
 	// instances in creation order.
 	instances []*instance
 }
@@ -207,6 +212,9 @@ func (r *Runtime) RunSandbox(pod *corev1.Pod, ip string) {
 		volumes: map[string]*vfs.Volume{}, attempts: map[string]int{}}
 	for _, v := range pod.Spec.Volumes {
 		sb.volumes[v.Name] = r.volume(sb, pod, &v)
+	}
+	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
+		sb.serviceAccount = serviceAccountVolume(sb, pod)
 	}
 	r.pods[pod.UID] = sb
 }
@@ -287,10 +295,15 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (Sta
 	}
 	sb.attempts[c.Name]++
 	in.fs = sb.fs.NewFS()
+	serviceAccountMounted := false
 	for _, m := range c.VolumeMounts {
 		if v := sb.volumes[m.Name]; v != nil {
 			_ = in.fs.Mount(m.MountPath, v)
 		}
+		serviceAccountMounted = serviceAccountMounted || path.Clean(m.MountPath) == ServiceAccountDir
+	}
+	if sb.serviceAccount != nil && !serviceAccountMounted {
+		_ = in.fs.Mount(ServiceAccountDir, sb.serviceAccount)
 	}
 	hostname := pod.Name
 	if pod.Spec.Hostname != "" {

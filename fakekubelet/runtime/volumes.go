@@ -1,16 +1,26 @@
 package runtime
 
 import (
+	"path"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/restartbed/restartbed/fakekubelet/vfs"
 )
 
-// Files of the service-account volume, under its mount path.
-const (
-	saNamespaceFile = "namespace"
-	saTokenFile     = "token"
-)
+// ServiceAccountDir is where a pod's service-account token volume is mounted.
+const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// serviceAccountVolume holds what the apiserver's kube-api-access volume would give the pod:
+// its namespace, a token and a CA bundle.
+func serviceAccountVolume(sb *sandbox, pod *corev1.Pod) *vfs.Volume {
+	vol := sb.fs.NewVolume()
+	root := vol.FS(sb.fs)
+	_ = root.WriteFile("/namespace", []byte(pod.Namespace))
+	_ = root.WriteFile("/token", []byte("restartbed-token-"+string(pod.UID)))
+	_ = root.WriteFile("/ca.crt", nil)
+	return vol
+}
 
 // volume creates a pod volume; r.mu is held. emptyDir and every kind restartbed does not fill
 // start empty; hostPath is shared by the pods of one node; a projected volume carries the
@@ -36,7 +46,7 @@ func (r *Runtime) volume(sb *sandbox, pod *corev1.Pod, v *corev1.Volume) *vfs.Vo
 	root := vol.FS(sb.fs)
 	for _, src := range v.Projected.Sources {
 		if src.ServiceAccountToken != nil {
-			_ = root.WriteFile("/"+src.ServiceAccountToken.Path, []byte("restartbed-token-"+string(pod.UID)))
+			writeItem(root, src.ServiceAccountToken.Path, "restartbed-token-"+string(pod.UID))
 		}
 		if src.DownwardAPI != nil {
 			for _, item := range src.DownwardAPI.Items {
@@ -44,10 +54,17 @@ func (r *Runtime) volume(sb *sandbox, pod *corev1.Pod, v *corev1.Volume) *vfs.Vo
 					continue
 				}
 				if value, err := fieldValue(pod, item.FieldRef.FieldPath, sb.ip, ""); err == nil {
-					_ = root.WriteFile("/"+item.Path, []byte(value))
+					writeItem(root, item.Path, value)
 				}
 			}
 		}
 	}
 	return vol
+}
+
+// writeItem writes one projected item, creating its directories.
+func writeItem(root *vfs.FS, item, content string) {
+	p := path.Join("/", item)
+	_ = root.Mkdir(path.Dir(p), 0o755, true)
+	_ = root.WriteFile(p, []byte(content))
 }

@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+)
+
+// Options configure Run.
+type Options struct {
+	Config Config
+	// RESTConfig reaches the apiserver as the pod's service account. Required.
+	RESTConfig *rest.Config
+	// Clock paces the retries. Default: the real clock.
+	Clock clock.Clock
+	// Serve and RunWorker are the agent's process-level effects (see Effects). Required for the
+	// mode the configuration selects.
+	Serve     func(port int32, h http.Handler) error
+	RunWorker func(ctx context.Context, command string) int
+	// Backoff paces retries of the watch and of writes; the zero value means DefaultBackoff.
+	Backoff wait.Backoff
+	// Events, when set, receives every reconciled JobSet state's outcome; for tests.
+	Events chan<- error
+}
+
+// DefaultBackoff starts at 200 ms and doubles to 30 s, each wait drawn between 1× and 2× its step
+// (full jitter), so agents that fail together retry apart.
+func DefaultBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 1, Steps: 1 << 30, Cap: 30 * time.Second}
+}
+
+// Run runs the agent until it decides to exit, and returns its exit code; stopped reports that
+// ctx ended first (SIGTERM or SIGINT to the process), in which case the caller picks the code.
+func Run(ctx context.Context, opts Options) (code int, stopped bool) {
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(opts.Config.Namespace, opts.Config.PodName),
+		"jobset", klog.KRef(opts.Config.Namespace, opts.Config.JobSetName))
+	ctx = klog.NewContext(ctx, logger)
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Backoff.Duration == 0 {
+		opts.Backoff = DefaultBackoff()
+	}
+	c, pods, err := clients(opts.RESTConfig)
+	if err != nil {
+		logger.Error(err, "Cannot reach the apiserver")
+		return 1, false
+	}
+	cfg := opts.Config
+	a := New(cfg, Effects{
+		WriteAttempt: func(ctx context.Context, attempt int32) error {
+			pod := corev1apply.Pod(cfg.PodName, cfg.Namespace).
+				WithAnnotations(map[string]string{jobsetv1alpha2.InPlaceRestartAttemptKey: attemptValue(attempt)})
+			_, err := pods.CoreV1().Pods(cfg.Namespace).Apply(ctx, pod, metav1.ApplyOptions{FieldManager: FieldOwner, Force: true})
+			return err
+		},
+		Serve:     opts.Serve,
+		RunWorker: opts.RunWorker,
+	})
+	defer a.Wait()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	backoff := opts.Backoff
+	for {
+		err := watchOnce(runCtx, c, cfg, a, opts.Events)
+		select {
+		case <-a.Exited():
+			return a.ExitCode(), false
+		default:
+		}
+		if ctx.Err() != nil {
+			return 0, true
+		}
+		if err == nil {
+			backoff = opts.Backoff // the watch ended normally: start over without delay
+			continue
+		}
+		delay := backoff.Step()
+		logger.Info("Retrying after an error", "err", err.Error(), "after", delay)
+		timer := opts.Clock.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return 0, true
+		case <-a.Exited():
+			timer.Stop()
+			return a.ExitCode(), false
+		case <-timer.C():
+		}
+	}
+}
+
+// clients are the agent's: a controller-runtime client for its JobSet and a clientset for its pod.
+func clients(cfg *rest.Config) (client.WithWatch, kubernetes.Interface, error) {
+	if cfg == nil {
+		return nil, nil, errors.New("no rest.Config")
+	}
+	scheme := runtime.NewScheme()
+	if err := jobsetv1alpha2.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, pods, nil
+}
+
+// watchOnce lists the agent's JobSet (by name, in the apiserver), reconciles it, and watches it
+// from there until the watch ends, the agent decides to exit or ctx ends. Errors end it.
+func watchOnce(ctx context.Context, c client.WithWatch, cfg Config, a *Agent, events chan<- error) error {
+	selector := []client.ListOption{client.InNamespace(cfg.Namespace), client.MatchingFields{"metadata.name": cfg.JobSetName}}
+	var list jobsetv1alpha2.JobSetList
+	if err := c.List(ctx, &list, selector...); err != nil {
+		return fmt.Errorf("listing JobSet %s/%s: %w", cfg.Namespace, cfg.JobSetName, err)
+	}
+	var current *jobsetv1alpha2.JobSet
+	if len(list.Items) > 0 {
+		current = &list.Items[0]
+	}
+	if err := reconcile(ctx, a, current, events); err != nil {
+		return err
+	}
+	w, err := c.Watch(ctx, &jobsetv1alpha2.JobSetList{}, append(selector,
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true}})...)
+	if err != nil {
+		return fmt.Errorf("watching JobSet %s/%s: %w", cfg.Namespace, cfg.JobSetName, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.Exited():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				js, isJobSet := ev.Object.(*jobsetv1alpha2.JobSet)
+				if !isJobSet {
+					return fmt.Errorf("watch of JobSet %s/%s sent a %T", cfg.Namespace, cfg.JobSetName, ev.Object)
+				}
+				if err := reconcile(ctx, a, js, events); err != nil {
+					return err
+				}
+			case watch.Deleted:
+				if err := reconcile(ctx, a, nil, events); err != nil {
+					return err
+				}
+			case watch.Error:
+				return fmt.Errorf("watch of JobSet %s/%s: %v", cfg.Namespace, cfg.JobSetName, errorOf(ev.Object))
+			}
+		}
+	}
+}
+
+func reconcile(ctx context.Context, a *Agent, js *jobsetv1alpha2.JobSet, events chan<- error) error {
+	err := a.Reconcile(ctx, js)
+	if events != nil {
+		events <- err
+	}
+	return err
+}
+
+func errorOf(obj runtime.Object) string {
+	if status, ok := obj.(*metav1.Status); ok {
+		return status.Message
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetName()
+	}
+	return fmt.Sprintf("%T", obj)
+}
