@@ -1,4 +1,9 @@
-// Package controller will own the JobSet controller (Recreate, BlockingRecreate and
-// InPlaceRestart) and its admission webhook, deployable as cmd/controller. It talks only to the
-// apiserver: never to the fake kubelet or to an agent. It is not written yet (issue 4).
+// Package controller is the JobSet controller (jobset.x-k8s.io/v1alpha2, wire-compatible with
+// upstream JobSet v0.12) on controller-runtime: it creates a JobSet's child Jobs and headless
+// Service, applies its failure policy (Recreate, BlockingRecreate, InPlaceRestart and the rule
+// actions), its success policy and suspension, and keeps its status, conditions and events as
+// upstream does (reference jobset-in-place-restart.md §2.1 and §3).
+//
+// It talks only to the apiserver — never to the fake kubelet or to an agent — and runs on an
+// injected clock, so it can be deployed as cmd/controller against any cluster.
 package controller

@@ -1,0 +1,51 @@
+package controller
+
+// Condition reasons and messages, and event reasons, as upstream JobSet writes them.
+const (
+	reasonReachedMaxRestarts  = "ReachedMaxRestarts"
+	messageReachedMaxRestarts = "jobset failed due to reaching max number of restarts"
+
+	reasonFailedJobs  = "FailedJobs"
+	messageFailedJobs = "jobset failed due to one or more job failures"
+
+	reasonAllJobsCompleted  = "AllJobsCompleted"
+	messageAllJobsCompleted = "jobset completed successfully"
+
+	reasonJobCreationFailed             = "JobCreationFailed"
+	reasonHeadlessServiceCreationFailed = "HeadlessServiceCreationFailed"
+
+	reasonRestartingDefaultFailurePolicy = "DefaultFailurePolicy"
+	reasonRestartingFailurePolicyFormat  = "FailurePolicy_%s"
+	reasonRestartingJobsReady            = "JobsReady"
+	reasonRestartingJobSetFailed         = "JobSetFailed"
+	reasonRestartingJobSetCompleted      = "JobSetCompleted"
+	messageRestartingJobsReady           = "all jobs are ready"
+	messageRestartingJobSetFailed        = "jobset failed"
+
+	reasonSuspended  = "SuspendedJobs"
+	messageSuspended = "jobset is suspended"
+	reasonResumed    = "ResumeJobs"
+	messageResumed   = "jobset is resumed"
+
+	reasonFailJobSetAction     = "FailJobSetFailurePolicyAction"
+	messageFailJobSetAction    = "applying FailJobSet failure policy action"
+	reasonRestartJobSetAction  = "RestartJobSetFailurePolicyAction"
+	messageRestartJobSetAction = "applying RestartJobSet failure policy action"
+	reasonRestartIgnoreAction  = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
+	messageRestartIgnoreAction = "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
+
+	// terminal states of status.terminalState.
+	terminalCompleted = "Completed"
+	terminalFailed    = "Failed"
+)
+
+// Indexes the controller registers on its cache.
+const (
+	// jobOwnerIndex indexes Jobs by the UID of their controlling owner.
+	jobOwnerIndex = ".metadata.controller"
+	// podJobSetIndex indexes Pods by "<namespace>/<jobset-name label>".
+	podJobSetIndex = "podsIndexByJobSet"
+)
+
+// maxParallelism bounds concurrent Job creations and deletions, as upstream's MaxParallelism.
+const maxParallelism = 50

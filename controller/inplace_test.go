@@ -1,0 +1,205 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+)
+
+func pod(attempt string, restartCounts ...int32) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+	if attempt != "" {
+		p.Annotations[jobsetv1alpha2.InPlaceRestartAttemptKey] = attempt
+	}
+	for _, rc := range restartCounts {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{RestartCount: rc})
+	}
+	return p
+}
+
+// inPlaceJobSet has replicated Jobs of replicas × parallelism (completions = parallelism).
+func inPlaceJobSet(maxRestarts int32, shapes ...[2]int32) *jobsetv1alpha2.JobSet {
+	js := &jobsetv1alpha2.JobSet{Spec: jobsetv1alpha2.JobSetSpec{FailurePolicy: &jobsetv1alpha2.FailurePolicy{
+		MaxRestarts: maxRestarts, RestartStrategy: jobsetv1alpha2.InPlaceRestart}}}
+	for _, s := range shapes {
+		js.Spec.ReplicatedJobs = append(js.Spec.ReplicatedJobs, jobsetv1alpha2.ReplicatedJob{Name: "rj", Replicas: s[0],
+			Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Parallelism: ptr.To(s[1]), Completions: ptr.To(s[1])}}})
+	}
+	return js
+}
+
+func TestMaxContainerRestartCount(t *testing.T) {
+	withInit := pod("", 5)
+	withInit.Status.InitContainerStatuses = []corev1.ContainerStatus{{RestartCount: 10}}
+	for name, tc := range map[string]struct {
+		pods []corev1.Pod
+		want int32
+	}{
+		"single pod single container":       {[]corev1.Pod{pod("", 5)}, 5},
+		"multiple pods multiple containers": {[]corev1.Pod{pod("", 1, 3), pod("", 2, 4)}, 4},
+		"init containers":                   {[]corev1.Pod{withInit}, 10},
+		"no pods":                           {nil, 0},
+	} {
+		if got := maxContainerRestartCount(tc.pods); got != tc.want {
+			t.Errorf("%s: %d, want %d", name, got, tc.want)
+		}
+	}
+}
+
+func TestInPlaceRestartAttempts(t *testing.T) {
+	failed := pod("1")
+	failed.Status.Phase = corev1.PodFailed
+	for name, tc := range map[string]struct {
+		pods    []corev1.Pod
+		want    []int32
+		wantErr bool
+	}{
+		"valid annotations":     {pods: []corev1.Pod{pod("0"), pod("1")}, want: []int32{0, 1}},
+		"missing annotations":   {pods: []corev1.Pod{pod(""), pod("1")}, want: []int32{1}},
+		"invalid integer":       {pods: []corev1.Pod{pod("invalid")}, wantErr: true},
+		"negative":              {pods: []corev1.Pod{pod("-1")}, wantErr: true},
+		"failed pod is skipped": {pods: []corev1.Pod{pod("1"), failed}, want: []int32{1}},
+		"no pods":               {want: []int32{}},
+	} {
+		got, err := inPlaceRestartAttempts(tc.pods)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: error %v", name, err)
+		}
+		if err == nil && !cmp.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestExceededMaxRestarts(t *testing.T) {
+	for _, tc := range []struct {
+		max, restarts, counted int32
+		attempts               []int32
+		want                   bool
+	}{
+		{1, 0, 0, []int32{1, 2}, true},
+		{2, 0, 0, []int32{1, 2}, false},
+		{1, 1, 1, []int32{1, 2}, true},
+		{2, 1, 1, []int32{1, 2}, false},
+		{1, 2, 1, []int32{2, 3}, true},  // 3-(2-1) = 2 > 1
+		{1, 2, 1, []int32{1, 2}, false}, // 2-1 = 1
+	} {
+		js := inPlaceJobSet(tc.max)
+		js.Status.Restarts, js.Status.RestartsCountTowardsMax = tc.restarts, tc.counted
+		if got := exceededMaxRestarts(js, tc.attempts); got != tc.want {
+			t.Errorf("max %d restarts %d/%d attempts %v: %t, want %t", tc.max, tc.restarts, tc.counted, tc.attempts, got, tc.want)
+		}
+	}
+}
+
+func TestTotalPods(t *testing.T) {
+	if n, err := totalPods(inPlaceJobSet(1, [2]int32{2, 2}, [2]int32{1, 3})); err != nil || n != 7 {
+		t.Errorf("total %d, %v; want 7", n, err)
+	}
+	unequal := inPlaceJobSet(1, [2]int32{1, 2})
+	unequal.Spec.ReplicatedJobs[0].Template.Spec.Completions = ptr.To[int32](3)
+	nilCompletions := inPlaceJobSet(1, [2]int32{1, 2})
+	nilCompletions.Spec.ReplicatedJobs[0].Template.Spec.Completions = nil
+	for name, js := range map[string]*jobsetv1alpha2.JobSet{"completions != parallelism": unequal, "nil completions": nilCompletions} {
+		if _, err := totalPods(js); err == nil || err.Error() != "rj: in-place restart requires jobTemplate.spec.completions == jobTemplate.spec.parallelism != nil" {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestAllEqual(t *testing.T) {
+	for _, tc := range []struct {
+		values []int32
+		want   bool
+	}{{nil, false}, {[]int32{3}, true}, {[]int32{1, 1, 1}, true}, {[]int32{1, 2}, false}} {
+		if got := allEqual(tc.values); got != tc.want {
+			t.Errorf("%v: %t", tc.values, got)
+		}
+	}
+}
+
+func TestUpdateCurrentAndPrevious(t *testing.T) {
+	for _, tc := range []struct {
+		before   *int32
+		attempts []int32
+		after    *int32
+		updated  bool
+	}{
+		{ptr.To[int32](0), []int32{1, 1}, ptr.To[int32](1), true},
+		{ptr.To[int32](1), []int32{1, 1}, ptr.To[int32](1), false},
+		{nil, []int32{0, 0}, ptr.To[int32](0), true},
+	} {
+		st := jobsetv1alpha2.JobSetStatus{CurrentInPlaceRestartAttempt: tc.before}
+		if updated := updateCurrent(&st, tc.attempts); updated != tc.updated || !cmp.Equal(st.CurrentInPlaceRestartAttempt, tc.after) {
+			t.Errorf("current %v + %v: %v (updated %t)", tc.before, tc.attempts, st.CurrentInPlaceRestartAttempt, updated)
+		}
+	}
+	for _, tc := range []struct {
+		before   *int32
+		attempts []int32
+		after    *int32
+		updated  bool
+	}{
+		{ptr.To[int32](0), []int32{2, 1}, ptr.To[int32](1), true},
+		{ptr.To[int32](1), []int32{2, 1}, ptr.To[int32](1), false},
+		{ptr.To[int32](1), []int32{1}, ptr.To[int32](1), false},
+		{nil, nil, nil, false},
+		{nil, []int32{0, 1}, ptr.To[int32](0), true},
+	} {
+		st := jobsetv1alpha2.JobSetStatus{PreviousInPlaceRestartAttempt: tc.before}
+		if updated := updatePrevious(&st, tc.attempts); updated != tc.updated || !cmp.Equal(st.PreviousInPlaceRestartAttempt, tc.after) {
+			t.Errorf("previous %v + %v: %v (updated %t)", tc.before, tc.attempts, st.PreviousInPlaceRestartAttempt, updated)
+		}
+	}
+}
+
+// TestReconcileInPlaceRestart mirrors upstream's table (reference §4.1).
+func TestReconcileInPlaceRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		js          *jobsetv1alpha2.JobSet
+		pods        []corev1.Pod
+		wantFailed  bool
+		wantUpdated bool
+		wantCurrent *int32
+		wantPrev    *int32
+	}{
+		{name: "a container exceeded max restarts", js: inPlaceJobSet(1, [2]int32{1, 1}), pods: []corev1.Pod{pod("", 2)}, wantFailed: true, wantUpdated: true},
+		{name: "a pod attempt exceeded max restarts", js: inPlaceJobSet(1, [2]int32{1, 1}), pods: []corev1.Pod{pod("2")}, wantFailed: true, wantUpdated: true},
+		{name: "first sync", js: inPlaceJobSet(3, [2]int32{2, 1}), pods: []corev1.Pod{pod("0"), pod("0")}, wantUpdated: true, wantCurrent: ptr.To[int32](0)},
+		{name: "sync after the first restart", js: withStatus(inPlaceJobSet(3, [2]int32{2, 1}), ptr.To[int32](0), ptr.To[int32](0)),
+			pods: []corev1.Pod{pod("1"), pod("1")}, wantUpdated: true, wantCurrent: ptr.To[int32](1), wantPrev: ptr.To[int32](0)},
+		{name: "waiting: no pods", js: inPlaceJobSet(3, [2]int32{2, 1})},
+		{name: "waiting: one pod without annotation", js: inPlaceJobSet(3, [2]int32{2, 1}), pods: []corev1.Pod{pod("")}},
+		{name: "waiting: one annotated, one not", js: inPlaceJobSet(3, [2]int32{2, 1}), pods: []corev1.Pod{pod("0"), pod("")}},
+		{name: "waiting: two pods without annotations", js: inPlaceJobSet(3, [2]int32{2, 1}), pods: []corev1.Pod{pod(""), pod("")}},
+		{name: "in sync, one pod just restarted", js: withStatus(inPlaceJobSet(3, [2]int32{2, 1}), ptr.To[int32](0), nil),
+			pods: []corev1.Pod{pod("0"), pod("1")}, wantUpdated: true, wantCurrent: ptr.To[int32](0), wantPrev: ptr.To[int32](0)},
+		{name: "in sync at 1, one pod just restarted", js: withStatus(inPlaceJobSet(3, [2]int32{2, 1}), ptr.To[int32](1), ptr.To[int32](0)),
+			pods: []corev1.Pod{pod("1"), pod("2")}, wantUpdated: true, wantCurrent: ptr.To[int32](1), wantPrev: ptr.To[int32](1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := reconcileInPlaceRestart(tc.js, tc.pods)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.failed != tc.wantFailed || out.updated != tc.wantUpdated {
+				t.Errorf("outcome %+v, want failed %t updated %t", out, tc.wantFailed, tc.wantUpdated)
+			}
+			if !tc.wantFailed && (!cmp.Equal(tc.js.Status.CurrentInPlaceRestartAttempt, tc.wantCurrent) || !cmp.Equal(tc.js.Status.PreviousInPlaceRestartAttempt, tc.wantPrev)) {
+				t.Errorf("current %v previous %v, want %v %v", tc.js.Status.CurrentInPlaceRestartAttempt, tc.js.Status.PreviousInPlaceRestartAttempt, tc.wantCurrent, tc.wantPrev)
+			}
+		})
+	}
+}
+
+func withStatus(js *jobsetv1alpha2.JobSet, current, previous *int32) *jobsetv1alpha2.JobSet {
+	js.Status.CurrentInPlaceRestartAttempt, js.Status.PreviousInPlaceRestartAttempt = current, previous
+	return js
+}
