@@ -1,0 +1,197 @@
+package controller
+
+import (
+	"crypto/sha1" //nolint:gosec // upstream's job-key label is a SHA-1; restartbed must write the same value
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+)
+
+// defaultGroupName is the group of a replicated Job that names none (the CRD's default).
+const defaultGroupName = "default"
+
+// jobName is a child Job's name: <jobset>-<replicatedJob>-<index>.
+func jobName(js *jobsetv1alpha2.JobSet, rj *jobsetv1alpha2.ReplicatedJob, index int32) string {
+	return fmt.Sprintf("%s-%s-%d", js.Name, rj.Name, index)
+}
+
+// serviceName is the headless Service's name: the network subdomain, else the JobSet's name.
+func serviceName(js *jobsetv1alpha2.JobSet) string {
+	if js.Spec.Network != nil && js.Spec.Network.Subdomain != "" {
+		return js.Spec.Network.Subdomain
+	}
+	return js.Name
+}
+
+// dnsHostnames reports whether the JobSet gets a headless Service and pod subdomains (the
+// webhook defaults enableDNSHostnames to true).
+func dnsHostnames(js *jobsetv1alpha2.JobSet) bool {
+	return js.Spec.Network == nil || js.Spec.Network.EnableDNSHostnames == nil || *js.Spec.Network.EnableDNSHostnames
+}
+
+// jobKey is the job-key label: the SHA-1 of <namespace>/<job name>, hex.
+func jobKey(namespace, name string) string {
+	sum := sha1.Sum([]byte(namespace + "/" + name)) //nolint:gosec // see the import
+	return hex.EncodeToString(sum[:])
+}
+
+// groupName is a replicated Job's group.
+func groupName(rj *jobsetv1alpha2.ReplicatedJob) string {
+	if rj.GroupName == "" {
+		return defaultGroupName
+	}
+	return rj.GroupName
+}
+
+// desiredJobs constructs every child Job of the JobSet's current restart attempt, in order.
+func desiredJobs(js *jobsetv1alpha2.JobSet) []*batchv1.Job {
+	var globalReplicas int32
+	groupReplicas := map[string]int32{}
+	for i := range js.Spec.ReplicatedJobs {
+		rj := &js.Spec.ReplicatedJobs[i]
+		globalReplicas += rj.Replicas
+		groupReplicas[groupName(rj)] += rj.Replicas
+	}
+	var jobs []*batchv1.Job
+	var globalIndex int32
+	groupIndex := map[string]int32{}
+	for i := range js.Spec.ReplicatedJobs {
+		rj := &js.Spec.ReplicatedJobs[i]
+		group := groupName(rj)
+		for index := range rj.Replicas {
+			name := jobName(js, rj, index)
+			stamp := map[string]string{
+				jobsetv1alpha2.JobSetNameKey:         js.Name,
+				jobsetv1alpha2.JobSetUIDKey:          string(js.UID),
+				jobsetv1alpha2.ReplicatedJobNameKey:  rj.Name,
+				jobsetv1alpha2.RestartsKey:           strconv.Itoa(int(js.Status.Restarts)),
+				jobsetv1alpha2.ReplicatedJobReplicas: strconv.Itoa(int(rj.Replicas)),
+				jobsetv1alpha2.GlobalReplicasKey:     strconv.Itoa(int(globalReplicas)),
+				jobsetv1alpha2.JobIndexKey:           strconv.Itoa(int(index)),
+				jobsetv1alpha2.JobKey:                jobKey(js.Namespace, name),
+				jobsetv1alpha2.JobGlobalIndexKey:     strconv.Itoa(int(globalIndex)),
+				jobsetv1alpha2.GroupNameKey:          group,
+				jobsetv1alpha2.GroupReplicasKey:      strconv.Itoa(int(groupReplicas[group])),
+				jobsetv1alpha2.JobGroupIndexKey:      strconv.Itoa(int(groupIndex[group])),
+			}
+			job := &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: js.Namespace,
+					Labels: maps.Clone(rj.Template.Labels), Annotations: maps.Clone(rj.Template.Annotations)},
+				Spec: *rj.Template.Spec.DeepCopy(),
+			}
+			for _, meta := range []*metav1.ObjectMeta{&job.ObjectMeta, &job.Spec.Template.ObjectMeta} {
+				if meta.Labels == nil {
+					meta.Labels = map[string]string{}
+				}
+				if meta.Annotations == nil {
+					meta.Annotations = map[string]string{}
+				}
+				maps.Copy(meta.Labels, stamp)
+				maps.Copy(meta.Annotations, stamp)
+			}
+			job.Spec.Suspend = ptr.To(ptr.Deref(js.Spec.Suspend, false))
+			if dnsHostnames(js) {
+				job.Spec.Template.Spec.Subdomain = serviceName(js)
+			}
+			job.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(js, jobsetv1alpha2.GroupVersion.WithKind("JobSet"))}
+			jobs = append(jobs, job)
+			globalIndex++
+			groupIndex[group]++
+		}
+	}
+	return jobs
+}
+
+// childJobs are a JobSet's Jobs by generation and state.
+type childJobs struct {
+	previous, active, successful, failed []*batchv1.Job
+}
+
+func (c *childJobs) current() []*batchv1.Job {
+	return append(append(append([]*batchv1.Job{}, c.active...), c.successful...), c.failed...)
+}
+
+// classify sorts Jobs: a Job of an earlier restart attempt is previous; otherwise its Complete or
+// Failed condition decides, and anything else is active.
+func classify(js *jobsetv1alpha2.JobSet, jobs []batchv1.Job) childJobs {
+	var c childJobs
+	for i := range jobs {
+		job := &jobs[i]
+		attempt, err := strconv.Atoi(job.Labels[jobsetv1alpha2.RestartsKey])
+		switch {
+		case err != nil || int32(attempt) < js.Status.Restarts:
+			c.previous = append(c.previous, job)
+		case jobCondition(job, batchv1.JobComplete) != nil:
+			c.successful = append(c.successful, job)
+		case jobCondition(job, batchv1.JobFailed) != nil:
+			c.failed = append(c.failed, job)
+		default:
+			c.active = append(c.active, job)
+		}
+	}
+	return c
+}
+
+// jobCondition returns the Job's condition of type t if it is True, else nil.
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// replicatedJobsStatus counts the current Jobs of each replicated Job.
+func replicatedJobsStatus(js *jobsetv1alpha2.JobSet, c childJobs) []jobsetv1alpha2.ReplicatedJobStatus {
+	byName := map[string]*jobsetv1alpha2.ReplicatedJobStatus{}
+	out := make([]jobsetv1alpha2.ReplicatedJobStatus, len(js.Spec.ReplicatedJobs))
+	for i, rj := range js.Spec.ReplicatedJobs {
+		out[i].Name = rj.Name
+		byName[rj.Name] = &out[i]
+	}
+	count := func(jobs []*batchv1.Job, f func(*jobsetv1alpha2.ReplicatedJobStatus, *batchv1.Job)) {
+		for _, job := range jobs {
+			if st := byName[job.Labels[jobsetv1alpha2.ReplicatedJobNameKey]]; st != nil {
+				f(st, job)
+			}
+		}
+	}
+	count(c.successful, func(st *jobsetv1alpha2.ReplicatedJobStatus, _ *batchv1.Job) { st.Succeeded++ })
+	count(c.failed, func(st *jobsetv1alpha2.ReplicatedJobStatus, _ *batchv1.Job) { st.Failed++ })
+	count(c.active, func(st *jobsetv1alpha2.ReplicatedJobStatus, job *batchv1.Job) {
+		if job.Status.Active > 0 {
+			st.Active++
+		}
+		if ptr.Deref(job.Spec.Suspend, false) {
+			st.Suspended++
+		}
+		want := min(ptr.Deref(job.Spec.Parallelism, 1), ptr.Deref(job.Spec.Completions, ptr.Deref(job.Spec.Parallelism, 1)))
+		if job.Status.Succeeded+ptr.Deref(job.Status.Ready, 0) >= want {
+			st.Ready++
+		}
+	})
+	for i := range out {
+		if old := findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, out[i].Name); old != nil {
+			out[i].JobRestarts, out[i].JobRestartsCountTowardsMax = old.JobRestarts, old.JobRestartsCountTowardsMax
+		}
+	}
+	return out
+}
+
+func findReplicatedJobStatus(list []jobsetv1alpha2.ReplicatedJobStatus, name string) *jobsetv1alpha2.ReplicatedJobStatus {
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,310 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options configure the JobSet controller.
+type Options struct {
+	// Clock stamps conditions and times TTLs. Default: the real clock.
+	Clock clock.PassiveClock
+	// InPlaceRestart is JobSet's InPlaceRestart feature gate (alpha upstream, off by default;
+	// restartbed turns it on). Off, an InPlaceRestart JobSet is handled like Recreate and pods are
+	// not watched.
+	InPlaceRestart bool
+}
+
+// Reconciler reconciles JobSets.
+type Reconciler struct {
+	client   client.Client
+	recorder record.EventRecorder
+	opts     Options
+}
+
+// Setup registers the controller, its indexes and watches with the manager.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	r := &Reconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("jobset-controller"), opts: opts}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &batchv1.Job{}, jobOwnerIndex, func(obj client.Object) []string {
+		if owner := metav1.GetControllerOf(obj); owner != nil && owner.Kind == "JobSet" && owner.APIVersion == jobsetv1alpha2.GroupVersion.String() {
+			return []string{string(owner.UID)}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing Jobs by owner: %w", err)
+	}
+	b := ctrl.NewControllerManagedBy(mgr).Named("jobset").For(&jobsetv1alpha2.JobSet{}).Owns(&batchv1.Job{}).Owns(&corev1.Service{})
+	if opts.InPlaceRestart {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podJobSetIndex, func(obj client.Object) []string {
+			if name, ok := obj.GetLabels()[jobsetv1alpha2.JobSetNameKey]; ok {
+				return []string{obj.GetNamespace() + "/" + name}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("indexing Pods by JobSet: %w", err)
+		}
+		b = b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+			if name, ok := obj.GetLabels()[jobsetv1alpha2.JobSetNameKey]; ok {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+			}
+			return nil
+		}))
+	}
+	return b.Complete(r)
+}
+
+// Reconcile brings one JobSet a step towards its spec (reference §3, "Reconcile order").
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var js jobsetv1alpha2.JobSet
+	if err := r.client.Get(ctx, req.NamespacedName, &js); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if js.DeletionTimestamp != nil ||
+		(js.Spec.ManagedBy != nil && *js.Spec.ManagedBy != jobsetv1alpha2.JobSetControllerName) {
+		return ctrl.Result{}, nil
+	}
+	logger := klog.FromContext(ctx)
+	original := js.Status.DeepCopy()
+	var events []event
+	result, err := r.reconcile(ctx, &js, &events)
+	if !apiequality.Semantic.DeepEqual(original, &js.Status) {
+		if updateErr := r.client.Status().Update(ctx, &js); updateErr != nil {
+			return ctrl.Result{}, errors.Join(err, fmt.Errorf("updating the status of JobSet %s: %w", req, updateErr))
+		}
+		for _, e := range events {
+			r.recorder.Event(&js, e.eventType, e.reason, e.message)
+		}
+	}
+	if err != nil {
+		logger.Error(err, "Reconciling the JobSet failed")
+	}
+	return result, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, events *[]event) (ctrl.Result, error) {
+	now := metav1.NewTime(r.opts.Clock.Now())
+	var owned batchv1.JobList
+	if err := r.client.List(ctx, &owned, client.InNamespace(js.Namespace), client.MatchingFields{jobOwnerIndex: string(js.UID)}); err != nil {
+		return ctrl.Result{}, err
+	}
+	jobs := classify(js, owned.Items)
+	js.Status.ReplicatedJobsStatus = replicatedJobsStatus(js, jobs)
+
+	if finished(js) {
+		if err := r.deleteJobs(ctx, jobs.active); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.expire(ctx, js)
+	}
+	if err := r.deleteJobs(ctx, jobs.previous); err != nil {
+		return ctrl.Result{}, err
+	}
+	total := int32(0)
+	for _, rj := range js.Spec.ReplicatedJobs {
+		total += rj.Replicas
+	}
+	readyOrDone := int32(len(jobs.successful))
+	for _, st := range js.Status.ReplicatedJobsStatus {
+		readyOrDone += st.Ready
+	}
+	if !ptr.Deref(js.Spec.Suspend, false) && readyOrDone >= total && len(jobs.failed) == 0 {
+		setCondition(js, jobsetv1alpha2.JobSetRestarting, metav1.ConditionFalse, reasonRestartingJobsReady, messageRestartingJobsReady, now)
+	}
+
+	if len(jobs.failed) > 0 {
+		d := failurePolicy(js, jobs.failed)
+		*events = append(*events, d.events...)
+		switch {
+		case d.fail:
+			r.fail(js, d.reason, d.message, now)
+		case d.restart:
+			js.Status.Restarts++
+			if d.countsTowardsMax {
+				js.Status.RestartsCountTowardsMax++
+			}
+			setCondition(js, jobsetv1alpha2.JobSetRestarting, metav1.ConditionTrue, d.restartingReason, d.message, now)
+		}
+		return ctrl.Result{}, nil
+	}
+	if len(jobs.successful) > 0 && successPolicy(js, jobs.successful) {
+		setCondition(js, jobsetv1alpha2.JobSetCompleted, metav1.ConditionTrue, reasonAllJobsCompleted, messageAllJobsCompleted, now)
+		setCondition(js, jobsetv1alpha2.JobSetRestarting, metav1.ConditionFalse, reasonRestartingJobSetCompleted, messageAllJobsCompleted, now)
+		js.Status.TerminalState = terminalCompleted
+		*events = append(*events, event{corev1.EventTypeNormal, reasonAllJobsCompleted, messageAllJobsCompleted})
+		return ctrl.Result{}, nil
+	}
+
+	if err := r.ensureService(ctx, js); err != nil {
+		*events = append(*events, event{corev1.EventTypeWarning, reasonHeadlessServiceCreationFailed, err.Error()})
+		return ctrl.Result{}, err
+	}
+	if err := r.createJobs(ctx, js, owned.Items, jobs); err != nil {
+		*events = append(*events, event{corev1.EventTypeWarning, reasonJobCreationFailed, err.Error()})
+		return ctrl.Result{}, err
+	}
+	if err := r.suspendOrResume(ctx, js, jobs.active, now, events); err != nil {
+		return ctrl.Result{}, err
+	}
+	if isInPlaceRestart(js) && r.opts.InPlaceRestart {
+		return ctrl.Result{}, r.inPlaceRestart(ctx, js, now, events)
+	}
+	return ctrl.Result{}, nil
+}
+
+// fail sets the JobSet Failed with the reason and message.
+func (r *Reconciler) fail(js *jobsetv1alpha2.JobSet, reason, message string, now metav1.Time) {
+	setCondition(js, jobsetv1alpha2.JobSetFailed, metav1.ConditionTrue, reason, message, now)
+	setCondition(js, jobsetv1alpha2.JobSetRestarting, metav1.ConditionFalse, reasonRestartingJobSetFailed, messageRestartingJobSetFailed, now)
+	js.Status.TerminalState = terminalFailed
+}
+
+func (r *Reconciler) inPlaceRestart(ctx context.Context, js *jobsetv1alpha2.JobSet, now metav1.Time, events *[]event) error {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(js.Namespace),
+		client.MatchingFields{podJobSetIndex: js.Namespace + "/" + js.Name}); err != nil {
+		return err
+	}
+	out, err := reconcileInPlaceRestart(js, pods.Items)
+	if err != nil {
+		return err
+	}
+	if out.failed {
+		r.fail(js, reasonReachedMaxRestarts, messageReachedMaxRestarts, now)
+		*events = append(*events, event{corev1.EventTypeWarning, reasonReachedMaxRestarts, messageReachedMaxRestarts})
+	}
+	return nil
+}
+
+// expire deletes a finished JobSet whose ttlSecondsAfterFinished has passed, or asks to be
+// called back when it will have.
+func (r *Reconciler) expire(ctx context.Context, js *jobsetv1alpha2.JobSet) (ctrl.Result, error) {
+	if js.Spec.TTLSecondsAfterFinished == nil {
+		return ctrl.Result{}, nil
+	}
+	var finishedAt time.Time
+	for _, c := range js.Status.Conditions {
+		if (c.Type == string(jobsetv1alpha2.JobSetCompleted) || c.Type == string(jobsetv1alpha2.JobSetFailed)) && c.Status == metav1.ConditionTrue {
+			finishedAt = c.LastTransitionTime.Time
+		}
+	}
+	left := finishedAt.Add(time.Duration(*js.Spec.TTLSecondsAfterFinished) * time.Second).Sub(r.opts.Clock.Now())
+	if left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	err := r.client.Delete(ctx, js, client.PropagationPolicy(metav1.DeletePropagationForeground))
+	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+// deleteJobs deletes Jobs with foreground propagation, at most maxParallelism at a time.
+func (r *Reconciler) deleteJobs(ctx context.Context, jobs []*batchv1.Job) error {
+	var g errgroup.Group
+	g.SetLimit(maxParallelism)
+	for _, job := range jobs {
+		if job.DeletionTimestamp != nil {
+			continue
+		}
+		g.Go(func() error {
+			err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground))
+			return client.IgnoreNotFound(err)
+		})
+	}
+	return g.Wait()
+}
+
+// createJobs creates the Jobs of the current attempt that do not exist. Recreate (and
+// InPlaceRestart) creates a Job as soon as no Job of its name exists; BlockingRecreate waits until
+// every Job of earlier attempts is gone.
+func (r *Reconciler) createJobs(ctx context.Context, js *jobsetv1alpha2.JobSet, owned []batchv1.Job, jobs childJobs) error {
+	if js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobsetv1alpha2.BlockingRecreate && len(jobs.previous) > 0 {
+		return nil
+	}
+	exists := map[string]bool{}
+	for i := range owned {
+		exists[owned[i].Name] = true
+	}
+	var g errgroup.Group
+	g.SetLimit(maxParallelism)
+	for _, job := range desiredJobs(js) {
+		if exists[job.Name] {
+			continue
+		}
+		g.Go(func() error {
+			if err := r.client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating Job %s: %w", job.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// ensureService creates the headless Service that gives the pods their DNS names.
+func (r *Reconciler) ensureService(ctx context.Context, js *jobsetv1alpha2.JobSet) error {
+	if !dnsHostnames(js) {
+		return nil
+	}
+	var existing corev1.Service
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: js.Namespace, Name: serviceName(js)}, &existing)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	publish := js.Spec.Network == nil || js.Spec.Network.PublishNotReadyAddresses == nil || *js.Spec.Network.PublishNotReadyAddresses
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: serviceName(js), Namespace: js.Namespace,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(js, jobsetv1alpha2.GroupVersion.WithKind("JobSet"))}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: publish,
+			Selector: map[string]string{jobsetv1alpha2.JobSetNameKey: js.Name}},
+	}
+	if err := r.client.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating headless Service %s: %w", svc.Name, err)
+	}
+	return nil
+}
+
+// suspendOrResume makes the active Jobs follow spec.suspend and keeps the Suspended condition.
+func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.JobSet, active []*batchv1.Job, now metav1.Time, events *[]event) error {
+	suspend := ptr.Deref(js.Spec.Suspend, false)
+	for _, job := range active {
+		if ptr.Deref(job.Spec.Suspend, false) == suspend {
+			continue
+		}
+		patch := client.MergeFrom(job.DeepCopy())
+		job.Spec.Suspend = ptr.To(suspend)
+		if err := r.client.Patch(ctx, job, patch); err != nil {
+			return fmt.Errorf("setting suspend=%t on Job %s: %w", suspend, job.Name, err)
+		}
+	}
+	if suspend {
+		if setCondition(js, jobsetv1alpha2.JobSetSuspended, metav1.ConditionTrue, reasonSuspended, messageSuspended, now) {
+			*events = append(*events, event{corev1.EventTypeNormal, reasonSuspended, messageSuspended})
+		}
+		return nil
+	}
+	if setCondition(js, jobsetv1alpha2.JobSetSuspended, metav1.ConditionFalse, reasonResumed, messageResumed, now) {
+		*events = append(*events, event{corev1.EventTypeNormal, reasonResumed, messageResumed})
+	}
+	return nil
+}

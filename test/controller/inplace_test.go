@@ -1,0 +1,164 @@
+package controller
+
+import (
+	"context"
+	"math"
+	"slices"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	"github.com/restartbed/restartbed/test/specs"
+)
+
+const agentSA = "jobset-in-place-restart"
+
+// grantAgent gives the agent's service account its Role: its JobSet and its pod.
+func grantAgent(ctx context.Context, ns string) {
+	Expect(cluster.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: agentSA, Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{jobsetv1alpha2.GroupVersion.Group}, Resources: []string{"jobsets"}, Verbs: []string{"get", "list", "watch"}},
+	}})).To(Succeed())
+	Expect(cluster.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: agentSA, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: agentSA},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: agentSA, Namespace: ns}}})).To(Succeed())
+}
+
+// sidecarModeJobSet is JobSet's sidecar-mode example: replicas workers, each pod an agent sidecar
+// whose startup probe is the barrier and a worker; any nonzero exit restarts all containers.
+func sidecarModeJobSet(ns, name string, replicas, maxRestarts int32) *jobsetv1alpha2.JobSet {
+	restartAll := []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpNotIn, Values: []int32{0}}}}
+	podSpec := corev1.PodSpec{
+		RestartPolicy:      corev1.RestartPolicyNever,
+		ServiceAccountName: agentSA,
+		InitContainers: []corev1.Container{{
+			Name: "in-place-restart-agent", Image: "registry.k8s.io/jobset/in-place-restart-agent:v0.12.0",
+			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: restartAll,
+			Env: []corev1.EnvVar{
+				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				{Name: "JOBSET_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+					FieldPath: "metadata.annotations['" + jobsetv1alpha2.JobSetNameKey + "']"}}},
+			},
+			StartupProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 600, ProbeHandler: corev1.ProbeHandler{
+				HTTPGet: &corev1.HTTPGetAction{Path: "/barrier-is-down", Port: intstr.FromInt32(8081)}}},
+		}},
+		Containers: []corev1.Container{{
+			Name: "worker", Image: "busybox", Command: []string{"sh", "-c", "sleep 3600"},
+			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever), RestartPolicyRules: restartAll,
+		}},
+	}
+	return &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: jobsetv1alpha2.JobSetSpec{
+			FailurePolicy: &jobsetv1alpha2.FailurePolicy{MaxRestarts: maxRestarts, RestartStrategy: jobsetv1alpha2.InPlaceRestart},
+			ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "workers", Replicas: replicas, Template: batchv1.JobTemplateSpec{
+				Spec: batchv1.JobSpec{
+					Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1), BackoffLimit: ptr.To[int32](math.MaxInt32),
+					PodReplacementPolicy: ptr.To(batchv1.Failed), CompletionMode: ptr.To(batchv1.IndexedCompletion),
+					Template: corev1.PodTemplateSpec{Spec: podSpec},
+				}}}},
+		},
+	}
+}
+
+// workerPods returns the JobSet's non-terminal pods by name.
+func workerPods(ctx context.Context, g Gomega, js *jobsetv1alpha2.JobSet) []corev1.Pod {
+	var pods corev1.PodList
+	g.Expect(cluster.Client.List(ctx, &pods, client.InNamespace(js.Namespace),
+		client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: js.Name})).To(Succeed())
+	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil })
+	slices.SortFunc(live, func(a, b corev1.Pod) int { return compare(a.Name, b.Name) })
+	return live
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// allRunning asserts every worker pod is Ready with the given restart count of its worker.
+func allRunning(ctx context.Context, js *jobsetv1alpha2.JobSet, n int, restarts int32) func(Gomega) {
+	return func(g Gomega) {
+		pods := workerPods(ctx, g, js)
+		g.Expect(pods).To(HaveLen(n))
+		for i := range pods {
+			g.Expect(specs.Condition(&pods[i], corev1.PodReady)).To(HaveField("Status", corev1.ConditionTrue), pods[i].Name)
+			g.Expect(specs.ContainerStatus(&pods[i], "worker").RestartCount).To(Equal(restarts), pods[i].Name)
+		}
+	}
+}
+
+var _ = Describe("InPlaceRestart", func() {
+	It("holds every worker behind the barrier, then restarts the whole group in place when one fails (KEP-467)", func(ctx context.Context) {
+		ns := specs.NewNamespace(ctx, cluster.Client)
+		grantAgent(ctx, ns)
+		js := sidecarModeJobSet(ns, "train", 3, 3)
+		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
+
+		By("the pods start, report attempt 0, and the controller syncs them")
+		Eventually(allRunning(ctx, js, 3, 0)).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
+		Expect(js.Status.CurrentInPlaceRestartAttempt).To(Equal(ptr.To[int32](0)))
+		Expect(js.Status.PreviousInPlaceRestartAttempt).To(BeNil())
+		var before []corev1.Pod
+		Eventually(func(g Gomega) { before = workerPods(ctx, g, js); g.Expect(before).To(HaveLen(3)) }).Should(Succeed())
+		for i := range before {
+			// No worker started before the barrier lifted: its start is not before the sync.
+			Expect(specs.ContainerStatus(&before[i], "worker").State.Running).NotTo(BeNil())
+		}
+
+		By("one worker fails; every pod restarts in place and the group syncs at attempt 1")
+		Expect(cluster.Kubelet.ExitContainer(ns, before[1].Name, "worker", 3)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
+			g.Expect(js.Status.CurrentInPlaceRestartAttempt).To(Equal(ptr.To[int32](1)))
+			g.Expect(js.Status.PreviousInPlaceRestartAttempt).To(Equal(ptr.To[int32](0)))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Eventually(allRunning(ctx, js, 3, 1)).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		var after []corev1.Pod
+		Eventually(func(g Gomega) { after = workerPods(ctx, g, js) }).Should(Succeed())
+		for i := range after {
+			Expect(after[i].UID).To(Equal(before[i].UID), "restarted in place, not replaced")
+			Expect(after[i].Status.PodIP).To(Equal(before[i].Status.PodIP))
+			Expect(after[i].Spec.NodeName).To(Equal(before[i].Spec.NodeName))
+		}
+		Expect(js.Status.Restarts).To(BeZero(), "an in-place restart is not a JobSet restart")
+	})
+
+	It("fails the JobSet with ReachedMaxRestarts once the attempts exceed maxRestarts", func(ctx context.Context) {
+		ns := specs.NewNamespace(ctx, cluster.Client)
+		grantAgent(ctx, ns)
+		js := sidecarModeJobSet(ns, "short", 2, 1)
+		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
+		for restart := range int32(2) {
+			Eventually(allRunning(ctx, js, 2, restart)).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+			var pods []corev1.Pod
+			Eventually(func(g Gomega) { pods = workerPods(ctx, g, js) }).Should(Succeed())
+			Expect(cluster.Kubelet.ExitContainer(ns, pods[0].Name, "worker", 1)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(cluster.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "short"}, js)).To(Succeed())
+			failed := meta.FindStatusCondition(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed))
+			g.Expect(failed).NotTo(BeNil())
+			g.Expect(failed.Reason).To(Equal("ReachedMaxRestarts"))
+			g.Expect(failed.Message).To(Equal("jobset failed due to reaching max number of restarts"))
+			g.Expect(js.Status.TerminalState).To(Equal("Failed"))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+})
