@@ -122,7 +122,10 @@ var _ = Describe("The agent as a builtin program", func() {
 
 		By("1. every agent reports attempt 0 and the barrier holds the workers")
 		Eventually(func() []string { return attempts(ctx, ns, pods...) }).WithTimeout(Timeout).WithPolling(Interval).Should(Equal([]string{"0", "0"}),
-			func() string { log, _ := cluster.Kubelet.Logs(ns, pods[0], "in-place-restart-agent"); return "agent log:\n" + log })
+			func() string {
+				log, _ := cluster.Kubelet.Logs(ns, pods[0], "in-place-restart-agent")
+				return "agent log:\n" + log
+			})
 		Consistently(func(g Gomega) {
 			var p corev1.Pod
 			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pods[0]}, &p)).To(Succeed())
