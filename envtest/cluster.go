@@ -55,6 +55,9 @@ type Options struct {
 	Nodes []fakekubelet.NodePool
 	// Programs assign in-process programs or scripts to containers (see fakekubelet.Options).
 	Programs []program.Rule
+	// JobSet runs restartbed's JobSet controller (with the InPlaceRestart gate on) and serves
+	// its admission webhook to the apiserver, as a cluster with JobSet installed has them.
+	JobSet bool
 	// ControlPlaneOutput receives the apiserver's and etcd's logs. Default: discarded.
 	ControlPlaneOutput io.Writer
 	// Logger receives the in-process controllers' logs. Default: discarded.
@@ -87,6 +90,7 @@ type Cluster struct {
 	env      *crenvtest.Environment
 	launcher *launcher
 	manager  *controllermanager.Manager
+	jobSet   *jobSet
 	tempDir  string
 
 	stopOnce sync.Once
@@ -188,6 +192,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	if opts.JobSet {
+		c.env.WebhookInstallOptions = webhookInstallOptions()
+	}
 	c.launcher = newLauncher()
 	if c.Config, err = c.launcher.start(c.env); err != nil {
 		return fmt.Errorf("starting kube-apiserver %s and etcd %s from %s (%s): %w",
@@ -211,6 +218,15 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			return err
 		}
 		if err := c.manager.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if opts.JobSet {
+		logger := logr.Discard()
+		if opts.Logger != nil {
+			logger = *opts.Logger
+		}
+		if err := c.startJobSet(ctx, logger); err != nil {
 			return err
 		}
 	}
@@ -240,6 +256,9 @@ func (c *Cluster) Stop() error {
 			c.manager.Stop()
 		}
 		var errs []error
+		if c.jobSet != nil {
+			errs = append(errs, c.jobSet.stop())
+		}
 		if c.launcher != nil {
 			errs = append(errs, c.launcher.stop(c.env))
 		}

@@ -124,7 +124,7 @@ var _ = Describe("Recreate and the failure policy", func() {
 		tmpl := &js.Spec.ReplicatedJobs[0].Template.Spec
 		tmpl.BackoffLimit = ptr.To[int32](6)
 		tmpl.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-			Action: batchv1.PodFailurePolicyActionFailJob,
+			Action:      batchv1.PodFailurePolicyActionFailJob,
 			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{7}},
 		}}}
 		js.Spec.FailurePolicy = &jobsetv1alpha2.FailurePolicy{MaxRestarts: 3, Rules: []jobsetv1alpha2.FailurePolicyRule{{

@@ -1,0 +1,83 @@
+package envtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/restartbed/restartbed/controller"
+)
+
+// jobSet is restartbed's JobSet controller and admission webhook, run by a controller-runtime
+// manager in the process, as a cluster with JobSet installed runs them.
+type jobSet struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// webhookInstallOptions make envtest register the JobSet webhooks with the apiserver, served on a
+// loopback port with a certificate of its own.
+func webhookInstallOptions() crenvtest.WebhookInstallOptions {
+	mutating, validating := controller.Configurations()
+	return crenvtest.WebhookInstallOptions{
+		MutatingWebhooks:   []*admissionv1.MutatingWebhookConfiguration{mutating},
+		ValidatingWebhooks: []*admissionv1.ValidatingWebhookConfiguration{validating},
+		LocalServingHost:   "127.0.0.1",
+	}
+}
+
+// startJobSet starts the controller and serves the webhook where envtest told the apiserver it
+// is; it returns once the webhook answers and the controller's caches have synced.
+func (c *Cluster) startJobSet(ctx context.Context, logger logr.Logger) error {
+	wio := c.env.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+		Scheme: c.Scheme, Logger: logger.WithName("jobset"),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort,
+			CertDir: wio.LocalServingCertDir}),
+	})
+	if err != nil {
+		return fmt.Errorf("JobSet controller manager: %w", err)
+	}
+	if err := controller.Setup(ctx, mgr, controller.Options{Clock: c.Clock, InPlaceRestart: true}); err != nil {
+		return err
+	}
+	(&controller.Webhook{InPlaceRestart: true}).Register(mgr.GetWebhookServer(), c.Scheme)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.jobSet = &jobSet{cancel: cancel, done: make(chan error, 1)}
+	go func() { c.jobSet.done <- mgr.Start(runCtx) }()
+
+	started := mgr.GetWebhookServer().StartedChecker()
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-c.jobSet.done:
+			c.jobSet.done <- err
+			return false, fmt.Errorf("the JobSet controller manager stopped: %w", err)
+		default:
+		}
+		return started(&http.Request{}) == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the JobSet webhook to serve: %w", err)
+	}
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return errors.New("the JobSet controller's caches did not sync")
+	}
+	return nil
+}
+
+func (j *jobSet) stop() error {
+	j.cancel()
+	return <-j.done
+}
