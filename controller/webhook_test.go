@@ -28,7 +28,7 @@ func validInPlace() *jobsetv1alpha2.JobSet {
 		ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "job-1", Replicas: 1, Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
 			Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1), BackoffLimit: ptr.To[int32](math.MaxInt32),
 			PodReplacementPolicy: ptr.To(batchv1.Failed),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{InitContainers: []corev1.Container{agent}, Containers: []corev1.Container{worker}}},
+			Template:             corev1.PodTemplateSpec{Spec: corev1.PodSpec{InitContainers: []corev1.Container{agent}, Containers: []corev1.Container{worker}}},
 		}}}},
 	}}
 }

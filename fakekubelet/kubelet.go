@@ -223,13 +223,8 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		p.nodes[n.name] = n
 	}
 	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Notify: func(uid types.UID) { p.queue.Add(uid) },
-		ConfigFor: func(pod *corev1.Pod) *rest.Config {
-			sa := pod.Spec.ServiceAccountName
-			if sa == "" {
-				sa = "default"
-			}
-			return program.ServiceAccountConfig(k.opts.Config, pod.Namespace, sa)
-		}})
+		ConfigFor: func(pod *corev1.Pod) *rest.Config { return program.PodServiceAccountConfig(k.opts.Config, pod) },
+	})
 	if err != nil {
 		return err
 	}

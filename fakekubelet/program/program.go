@@ -255,6 +255,29 @@ func (r *Registry) Lookup(c *corev1.Container) Choice {
 	return Choice{}
 }
 
+// Claims a projected service-account token bound to a pod carries; the apiserver exposes them to
+// admission as request.userInfo.extra.
+const (
+	ExtraPodName  = "authentication.kubernetes.io/pod-name"
+	ExtraPodUID   = "authentication.kubernetes.io/pod-uid"
+	ExtraNodeName = "authentication.kubernetes.io/node-name"
+)
+
+// PodServiceAccountConfig is ServiceAccountConfig for the pod's own token: its service account
+// (default "default") with the pod-bound claims, so that admission policies can tell which pod
+// is asking.
+func PodServiceAccountConfig(base *rest.Config, pod *corev1.Pod) *rest.Config {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	cfg := ServiceAccountConfig(base, pod.Namespace, sa)
+	cfg.Impersonate.Extra = map[string][]string{
+		ExtraPodName: {pod.Name}, ExtraPodUID: {string(pod.UID)}, ExtraNodeName: {pod.Spec.NodeName},
+	}
+	return cfg
+}
+
 // ServiceAccountConfig returns a copy of base that acts as the service account namespace/name,
 // with the groups a token of that account carries, so that RBAC and admission policies apply to
 // its requests as to a pod's. The account need not exist, as with a token.

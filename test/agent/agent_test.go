@@ -9,13 +9,13 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	agentconfig "github.com/restartbed/restartbed/config/agent"
 	"github.com/restartbed/restartbed/test/specs"
 )
 
@@ -34,7 +34,7 @@ func workerPod(ns, name, jobset string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: jobset}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:      corev1.RestartPolicyNever,
-			ServiceAccountName: "jobset-in-place-restart",
+			ServiceAccountName: agentconfig.ServiceAccountName,
 			InitContainers: []corev1.Container{{
 				Name: "in-place-restart-agent", Image: "registry.k8s.io/jobset/in-place-restart-agent:v0.12.0",
 				RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: restartAll,
@@ -95,24 +95,10 @@ func ready(ctx context.Context, ns, name string) func(Gomega) {
 	}
 }
 
-// grantAgent gives the agent's service account what the released agent needs: its JobSet
-// (get, list, watch) and its pod (patch, for the server-side apply of the annotation).
-func grantAgent(ctx context.Context, ns, sa string) {
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
-		{APIGroups: []string{jobsetv1alpha2.GroupVersion.Group}, Resources: []string{"jobsets"}, Verbs: []string{"get", "list", "watch"}},
-	}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}}
-	Expect(cluster.Client.Create(ctx, role)).To(Succeed())
-	Expect(cluster.Client.Create(ctx, binding)).To(Succeed())
-}
-
 var _ = Describe("The agent as a builtin program", func() {
 	It("holds the workers until every pod reports the attempt, and restarts the group in place on a failure (§2.3)", func(ctx context.Context) {
 		ns := specs.NewNamespace(ctx, cluster.Client)
-		grantAgent(ctx, ns, "jobset-in-place-restart")
+		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := inPlaceJobSet(ns, "train")
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
 		pods := []string{"train-workers-0-0", "train-workers-1-0"}

@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,21 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	agentconfig "github.com/restartbed/restartbed/config/agent"
 	"github.com/restartbed/restartbed/test/specs"
 )
-
-const agentSA = "jobset-in-place-restart"
-
-// grantAgent gives the agent's service account its Role: its JobSet and its pod.
-func grantAgent(ctx context.Context, ns string) {
-	Expect(cluster.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: agentSA, Namespace: ns}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
-		{APIGroups: []string{jobsetv1alpha2.GroupVersion.Group}, Resources: []string{"jobsets"}, Verbs: []string{"get", "list", "watch"}},
-	}})).To(Succeed())
-	Expect(cluster.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: agentSA, Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: agentSA},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: agentSA, Namespace: ns}}})).To(Succeed())
-}
 
 // sidecarModeJobSet is JobSet's sidecar-mode example: replicas workers, each pod an agent sidecar
 // whose startup probe is the barrier and a worker; any nonzero exit restarts all containers.
@@ -41,7 +28,7 @@ func sidecarModeJobSet(ns, name string, replicas, maxRestarts int32) *jobsetv1al
 		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpNotIn, Values: []int32{0}}}}
 	podSpec := corev1.PodSpec{
 		RestartPolicy:      corev1.RestartPolicyNever,
-		ServiceAccountName: agentSA,
+		ServiceAccountName: agentconfig.ServiceAccountName,
 		InitContainers: []corev1.Container{{
 			Name: "in-place-restart-agent", Image: "registry.k8s.io/jobset/in-place-restart-agent:v0.12.0",
 			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: restartAll,
@@ -107,7 +94,7 @@ func allRunning(ctx context.Context, js *jobsetv1alpha2.JobSet, n int, restarts 
 var _ = Describe("InPlaceRestart", func() {
 	It("holds every worker behind the barrier, then restarts the whole group in place when one fails (KEP-467)", func(ctx context.Context) {
 		ns := specs.NewNamespace(ctx, cluster.Client)
-		grantAgent(ctx, ns)
+		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := sidecarModeJobSet(ns, "train", 3, 3)
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
 
@@ -143,7 +130,7 @@ var _ = Describe("InPlaceRestart", func() {
 
 	It("fails the JobSet with ReachedMaxRestarts once the attempts exceed maxRestarts", func(ctx context.Context) {
 		ns := specs.NewNamespace(ctx, cluster.Client)
-		grantAgent(ctx, ns)
+		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := sidecarModeJobSet(ns, "short", 2, 1)
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
 		for restart := range int32(2) {
