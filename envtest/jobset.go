@@ -10,9 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	ctrl "sigs.k8s.io/controller-runtime"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/restartbed/restartbed/controller"
@@ -40,20 +38,14 @@ func webhookInstallOptions() crenvtest.WebhookInstallOptions {
 // is; it returns once the webhook answers and the controller's caches have synced.
 func (c *Cluster) startJobSet(ctx context.Context, logger logr.Logger) error {
 	wio := c.env.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
-		Scheme: c.Scheme, Logger: logger.WithName("jobset"),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer: webhook.NewServer(webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort,
-			CertDir: wio.LocalServingCertDir}),
+	mgr, err := controller.NewManager(ctx, c.Config, controller.ManagerOptions{
+		Scheme: c.Scheme, Logger: logger.WithName("jobset"), Clock: c.Clock, InPlaceRestart: true,
+		Webhook:            &webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir},
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 	})
 	if err != nil {
-		return fmt.Errorf("JobSet controller manager: %w", err)
-	}
-	if err := controller.Setup(ctx, mgr, controller.Options{Clock: c.Clock, InPlaceRestart: true}); err != nil {
 		return err
 	}
-	(&controller.Webhook{InPlaceRestart: true}).Register(mgr.GetWebhookServer(), c.Scheme)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.jobSet = &jobSet{cancel: cancel, done: make(chan error, 1)}
 	go func() { c.jobSet.done <- mgr.Start(runCtx) }()
