@@ -128,6 +128,33 @@ var _ = Describe("InPlaceRestart", func() {
 		Expect(js.Status.Restarts).To(BeZero(), "an in-place restart is not a JobSet restart")
 	})
 
+	It("converges with a replacement pod when a pod is deleted outright (reference §2.3)", func(ctx context.Context) {
+		ns := specs.NewNamespace(ctx, cluster.Client)
+		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
+		js := sidecarModeJobSet(ns, "lost", 2, 3)
+		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
+		Eventually(allRunning(ctx, js, 2, 0)).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		var before []corev1.Pod
+		Eventually(func(g Gomega) { before = workerPods(ctx, g, js) }).Should(Succeed())
+
+		By("a pod vanishes with its node: the Job controller replaces it, its agent reports attempt 1")
+		Expect(cluster.Client.Delete(ctx, &before[0], client.GracePeriodSeconds(0))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
+			g.Expect(js.Status.CurrentInPlaceRestartAttempt).To(Equal(ptr.To[int32](1)))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Eventually(func(g Gomega) {
+			pods := workerPods(ctx, g, js)
+			g.Expect(pods).To(HaveLen(2))
+			for i := range pods {
+				g.Expect(specs.Condition(&pods[i], corev1.PodReady)).To(HaveField("Status", corev1.ConditionTrue))
+				g.Expect(pods[i].Annotations).To(HaveKeyWithValue(jobsetv1alpha2.InPlaceRestartAttemptKey, "1"))
+			}
+			g.Expect(pods).To(ContainElement(HaveField("UID", before[1].UID)), "the surviving pod restarted in place")
+			g.Expect(pods).NotTo(ContainElement(HaveField("UID", before[0].UID)))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
 	It("fails the JobSet with ReachedMaxRestarts once the attempts exceed maxRestarts", func(ctx context.Context) {
 		ns := specs.NewNamespace(ctx, cluster.Client)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
