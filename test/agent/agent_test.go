@@ -10,12 +10,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
-	agentconfig "github.com/restartbed/restartbed/config/agent"
+	"github.com/restartbed/restartbed/test/builders"
 	"github.com/restartbed/restartbed/test/specs"
 )
 
@@ -24,33 +23,11 @@ const (
 	Interval = specs.Interval
 )
 
-// workerPod is a pod as JobSet's in-place-restart example has it: the agent as a sidecar whose
-// startup probe is the barrier and whose nonzero exit restarts all containers, and a worker whose
-// failure does the same.
+// workerPod is a pod of JobSet's sidecar-mode example, labelled for the JobSet.
 func workerPod(ns, name, jobset string) *corev1.Pod {
-	restartAll := []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
-		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpNotIn, Values: []int32{0}}}}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: jobset}},
-		Spec: corev1.PodSpec{
-			RestartPolicy:      corev1.RestartPolicyNever,
-			ServiceAccountName: agentconfig.ServiceAccountName,
-			InitContainers: []corev1.Container{{
-				Name: "in-place-restart-agent", Image: "registry.k8s.io/jobset/in-place-restart-agent:v0.12.0",
-				RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: restartAll,
-				Env: []corev1.EnvVar{
-					{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-					{Name: "JOBSET_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-						FieldPath: "metadata.labels['" + jobsetv1alpha2.JobSetNameKey + "']"}}},
-				},
-				StartupProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 600, ProbeHandler: corev1.ProbeHandler{
-					HTTPGet: &corev1.HTTPGetAction{Path: "/barrier-is-down", Port: intstr.FromInt32(8081)}}},
-			}},
-			Containers: []corev1.Container{{
-				Name: "worker", Image: "busybox", Command: []string{"sh", "-c", "sleep 3600"},
-				RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever), RestartPolicyRules: restartAll,
-			}},
-		},
+		Spec:       builders.SidecarModePodSpec(),
 	}
 }
 

@@ -12,39 +12,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
-	agentconfig "github.com/restartbed/restartbed/config/agent"
+	"github.com/restartbed/restartbed/test/builders"
 	"github.com/restartbed/restartbed/test/specs"
 )
 
 // sidecarModeJobSet is JobSet's sidecar-mode example: replicas workers, each pod an agent sidecar
 // whose startup probe is the barrier and a worker; any nonzero exit restarts all containers.
 func sidecarModeJobSet(ns, name string, replicas, maxRestarts int32) *jobsetv1alpha2.JobSet {
-	restartAll := []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
-		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpNotIn, Values: []int32{0}}}}
-	podSpec := corev1.PodSpec{
-		RestartPolicy:      corev1.RestartPolicyNever,
-		ServiceAccountName: agentconfig.ServiceAccountName,
-		InitContainers: []corev1.Container{{
-			Name: "in-place-restart-agent", Image: "registry.k8s.io/jobset/in-place-restart-agent:v0.12.0",
-			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: restartAll,
-			Env: []corev1.EnvVar{
-				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-				{Name: "JOBSET_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-					FieldPath: "metadata.annotations['" + jobsetv1alpha2.JobSetNameKey + "']"}}},
-			},
-			StartupProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 600, ProbeHandler: corev1.ProbeHandler{
-				HTTPGet: &corev1.HTTPGetAction{Path: "/barrier-is-down", Port: intstr.FromInt32(8081)}}},
-		}},
-		Containers: []corev1.Container{{
-			Name: "worker", Image: "busybox", Command: []string{"sh", "-c", "sleep 3600"},
-			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever), RestartPolicyRules: restartAll,
-		}},
-	}
+	podSpec := builders.SidecarModePodSpec()
 	return &jobsetv1alpha2.JobSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: jobsetv1alpha2.JobSetSpec{
