@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 	"github.com/restartbed/restartbed/test/builders"
 	"github.com/restartbed/restartbed/test/specs"
@@ -84,9 +86,21 @@ var _ = Describe("InPlaceRestart", func() {
 		Expect(js.Status.PreviousInPlaceRestartAttempt).To(BeNil())
 		var before []corev1.Pod
 		Eventually(func(g Gomega) { before = workerPods(ctx, g, js); g.Expect(before).To(HaveLen(3)) }).Should(Succeed())
+		// No worker started before every agent had written its attempt (which the controller needs
+		// to set current): each worker's start is at or after the last agent write, by the
+		// apiserver's managedFields time (both have a resolution of one second).
+		var lastWrite time.Time
 		for i := range before {
-			// No worker started before the barrier lifted: its start is not before the sync.
-			Expect(specs.ContainerStatus(&before[i], "worker").State.Running).NotTo(BeNil())
+			for _, mf := range before[i].ManagedFields {
+				if mf.Manager == agent.FieldOwner && mf.Time != nil && mf.Time.After(lastWrite) {
+					lastWrite = mf.Time.Time
+				}
+			}
+		}
+		Expect(lastWrite.IsZero()).To(BeFalse(), "the agents' writes are in managedFields")
+		for i := range before {
+			started := specs.ContainerStatus(&before[i], "worker").State.Running.StartedAt.Time
+			Expect(started.Before(lastWrite)).To(BeFalse(), "%s: worker started %v, last agent write %v", before[i].Name, started, lastWrite)
 		}
 
 		By("one worker fails; every pod restarts in place and the group syncs at attempt 1")
@@ -131,6 +145,42 @@ var _ = Describe("InPlaceRestart", func() {
 			}
 			g.Expect(pods).To(ContainElement(HaveField("UID", before[1].UID)), "the surviving pod restarted in place")
 			g.Expect(pods).NotTo(ContainElement(HaveField("UID", before[0].UID)))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
+	It("restarts in main-container mode: the agent runs the worker and a Restart rule restarts it", func(ctx context.Context) {
+		ns := specs.NewNamespace(ctx, cluster.Client)
+		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
+		js := sidecarModeJobSet(ns, "main-mode", 2, 3)
+		pod := &js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec
+		agentContainer := pod.InitContainers[0]
+		pod.InitContainers = nil
+		agentContainer.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+		agentContainer.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+			ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpNotIn, Values: []int32{0}}}}
+		agentContainer.StartupProbe = nil
+		agentContainer.Env = append(agentContainer.Env, corev1.EnvVar{Name: "WORKER_COMMAND", Value: "sleep 3600"})
+		pod.Containers = []corev1.Container{agentContainer}
+		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
+			g.Expect(js.Status.CurrentInPlaceRestartAttempt).To(Equal(ptr.To[int32](0)))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		var before []corev1.Pod
+		Eventually(func(g Gomega) { before = workerPods(ctx, g, js); g.Expect(before).To(HaveLen(2)) }).Should(Succeed())
+
+		Expect(cluster.Kubelet.ExitContainer(ns, before[0].Name, builders.AgentContainerName, 3)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
+			g.Expect(js.Status.CurrentInPlaceRestartAttempt).To(Equal(ptr.To[int32](1)))
+			pods := workerPods(ctx, g, js)
+			g.Expect(pods).To(HaveLen(2))
+			for i := range pods {
+				cs := specs.ContainerStatus(&pods[i], builders.AgentContainerName)
+				g.Expect(cs.RestartCount).To(BeEquivalentTo(1), pods[i].Name)
+				g.Expect(cs.State.Running).NotTo(BeNil(), pods[i].Name)
+				g.Expect(pods[i].UID).To(Equal(before[i].UID))
+			}
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 
