@@ -184,6 +184,52 @@ var _ = Describe("InPlaceRestart", func() {
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 
+	It("seed Story 2 in released names: exit Z replaces the pod and the group re-syncs; exit Y fails the JobSet", func(ctx context.Context) {
+		const recoverable, fatal = 3, 4 // the story's Z and Y
+		ns := specs.NewNamespace(ctx, cluster.Client)
+		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
+		js := sidecarModeJobSet(ns, "story2", 2, 5)
+		js.Spec.FailurePolicy.Rules = []jobsetv1alpha2.FailurePolicyRule{{Name: "unrecoverable", Action: jobsetv1alpha2.FailJobSet,
+			OnJobFailureReasons: []string{batchv1.JobReasonPodFailurePolicy}}}
+		spec := &js.Spec.ReplicatedJobs[0].Template.Spec
+		spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionFailJob,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: ptr.To("worker"),
+				Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{fatal}}}}}
+		// The worker restarts its pod in place on any failure but Y and Z; those fail the pod.
+		spec.Template.Spec.Containers[0].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+			ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpNotIn, Values: []int32{0, fatal, recoverable}}}}
+		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
+		Eventually(allRunning(ctx, js, 2, 0)).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		var before []corev1.Pod
+		Eventually(func(g Gomega) { before = workerPods(ctx, g, js) }).Should(Succeed())
+
+		By("exit Z: the pod fails, the Job replaces it, its agent reports attempt 1 and the other pod restarts in place")
+		Expect(cluster.Kubelet.ExitContainer(ns, before[0].Name, "worker", recoverable)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
+			g.Expect(js.Status.CurrentInPlaceRestartAttempt).To(Equal(ptr.To[int32](1)))
+			pods := workerPods(ctx, g, js)
+			g.Expect(pods).To(HaveLen(2))
+			g.Expect(pods).NotTo(ContainElement(HaveField("UID", before[0].UID)), "replaced")
+			g.Expect(pods).To(ContainElement(HaveField("UID", before[1].UID)), "restarted in place")
+			for i := range pods {
+				g.Expect(specs.Condition(&pods[i], corev1.PodReady)).To(HaveField("Status", corev1.ConditionTrue))
+			}
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Expect(js.Status.Restarts).To(BeZero())
+
+		By("exit Y: the pod failure policy fails the Job, and the FailJobSet rule the JobSet")
+		var pods []corev1.Pod
+		Eventually(func(g Gomega) { pods = workerPods(ctx, g, js) }).Should(Succeed())
+		Expect(cluster.Kubelet.ExitContainer(ns, pods[1].Name, "worker", fatal)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
+			failed := meta.FindStatusCondition(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed))
+			g.Expect(failed).NotTo(BeNil())
+			g.Expect(failed.Reason).To(Equal("FailJobSetFailurePolicyAction"))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
 	It("fails the JobSet with ReachedMaxRestarts once the attempts exceed maxRestarts", func(ctx context.Context) {
 		ns := specs.NewNamespace(ctx, cluster.Client)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
