@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -9,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -117,6 +121,49 @@ var _ = Describe("Recreate and the failure policy", func() {
 				g.Expect(j.DeletionTimestamp != nil || j.Status.Active == 0).To(BeTrue(), "the finished JobSet's active Jobs are deleted")
 			}
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
+	It("with BlockingRecreate, creates no Job of the new attempt while one of the old exists", func(ctx context.Context) {
+		js := plainJobSet(ns, "blocking", 3, "sleep 3600")
+		js.Spec.FailurePolicy = &jobsetv1alpha2.FailurePolicy{MaxRestarts: 2, RestartStrategy: jobsetv1alpha2.BlockingRecreate}
+		// sh as PID 1 ignores SIGTERM: a short grace keeps the old Jobs' foreground deletion short.
+		js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+		// Every state of the namespace's Jobs, from an informer: the attempts present together.
+		var mu sync.Mutex
+		var overlaps []string
+		factory := informers.NewSharedInformerFactoryWithOptions(cluster.Clientset, 0, informers.WithNamespace(ns))
+		store := factory.Batch().V1().Jobs().Informer().GetStore()
+		check := func(any) {
+			attempts := map[string]bool{}
+			for _, obj := range store.List() {
+				attempts[obj.(*batchv1.Job).Labels[jobsetv1alpha2.RestartsKey]] = true
+			}
+			if len(attempts) > 1 {
+				mu.Lock()
+				overlaps = append(overlaps, fmt.Sprint(attempts))
+				mu.Unlock()
+			}
+		}
+		_, err := factory.Batch().V1().Jobs().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: check, UpdateFunc: func(_, obj any) { check(obj) }, DeleteFunc: check})
+		Expect(err).NotTo(HaveOccurred())
+		stop := make(chan struct{})
+		DeferCleanup(func() { close(stop) })
+		factory.Start(stop)
+		factory.WaitForCacheSync(stop)
+
+		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
+		var victim string
+		Eventually(func(g Gomega) { victim = runningPod(ctx, g, js, "0") }).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Expect(cluster.Kubelet.ExitContainer(ns, victim, "worker", 1)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var jobs batchv1.JobList
+			g.Expect(cluster.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.RestartsKey: "1"})).To(Succeed())
+			g.Expect(jobs.Items).To(HaveLen(3))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(overlaps).To(BeEmpty(), "Jobs of two attempts existed together")
 	})
 
 	It("fails the JobSet by a FailJobSet rule when a pod failure policy fails its Job (seed Story 2)", func(ctx context.Context) {
