@@ -4,7 +4,7 @@
 // STARTUP_PROBE_PATH, STARTUP_PROBE_PORT; the namespace from the service-account files or
 // NAMESPACE), reaches the apiserver with the pod's in-cluster identity, and exits with the restart
 // code when its group restarts in place, 128+signal on SIGTERM or SIGINT, 1 on a bad
-// configuration.
+// configuration. Outside a pod it uses $KUBECONFIG, for trying it against a test cluster.
 package main
 
 import (
@@ -19,8 +19,8 @@ import (
 	"strconv"
 	"syscall"
 
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/restartbed/restartbed/agent"
 )
@@ -33,9 +33,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	restConfig, err := rest.InClusterConfig()
+	restConfig, err := config.GetConfig() // in a pod: its service account; elsewhere: $KUBECONFIG
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "agent: not running in a pod with a service account: %v\n", err)
+		fmt.Fprintf(os.Stderr, "agent: no apiserver to talk to (not in a pod with a service account, no $KUBECONFIG): %v\n", err)
 		return 1
 	}
 	signals := make(chan os.Signal, 1)
