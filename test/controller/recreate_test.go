@@ -39,6 +39,20 @@ func condition(js *jobsetv1alpha2.JobSet, t jobsetv1alpha2.JobSetConditionType) 
 	return meta.FindStatusCondition(js.Status.Conditions, string(t))
 }
 
+// eventuallyFailed waits until the JobSet is Failed with the reason and a message starting with
+// prefix (the first failed Job's index varies); js holds the JobSet as last read.
+func eventuallyFailed(ctx context.Context, js *jobsetv1alpha2.JobSet, reason, prefix string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
+		failed := condition(js, jobsetv1alpha2.JobSetFailed)
+		g.Expect(failed).NotTo(BeNil())
+		g.Expect(failed.Reason).To(Equal(reason))
+		g.Expect(failed.Message).To(HavePrefix(prefix))
+		g.Expect(js.Status.TerminalState).To(Equal("Failed"))
+	}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+}
+
 // runningPod returns the name of a running pod of the JobSet's current attempt.
 func runningPod(ctx context.Context, g Gomega, js *jobsetv1alpha2.JobSet, attempt string) string {
 	var pods corev1.PodList
@@ -78,13 +92,7 @@ var _ = Describe("Recreate and the failure policy", func() {
 		var victim string
 		Eventually(func(g Gomega) { victim = runningPod(ctx, g, js, "0") }).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 		Expect(cluster.Kubelet.ExitContainer(ns, victim, "worker", 1)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
-			failed := condition(js, jobsetv1alpha2.JobSetFailed)
-			g.Expect(failed).NotTo(BeNil())
-			g.Expect(failed.Reason).To(Equal("FailedJobs"))
-			g.Expect(failed.Message).To(HavePrefix("jobset failed due to one or more job failures (first failed job: fragile-workers-"))
-		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		eventuallyFailed(ctx, js, "FailedJobs", "jobset failed due to one or more job failures (first failed job: fragile-workers-")
 	})
 
 	It("recreates every Job on a failure, counting restarts, until maxRestarts", func(ctx context.Context) {
@@ -106,14 +114,8 @@ var _ = Describe("Recreate and the failure policy", func() {
 		By("the new generation runs, and its failure exhausts maxRestarts")
 		Eventually(func(g Gomega) { victim = runningPod(ctx, g, js, "1") }).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 		Expect(cluster.Kubelet.ExitContainer(ns, victim, "worker", 1)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
-			failed := condition(js, jobsetv1alpha2.JobSetFailed)
-			g.Expect(failed).NotTo(BeNil())
-			g.Expect(failed.Reason).To(Equal("ReachedMaxRestarts"))
-			g.Expect(failed.Message).To(HavePrefix("jobset failed due to reaching max number of restarts (first failed job: recreate-workers-"))
-			g.Expect(condition(js, jobsetv1alpha2.JobSetRestarting)).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "JobSetFailed")))
-		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		eventuallyFailed(ctx, js, "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts (first failed job: recreate-workers-")
+		Expect(condition(js, jobsetv1alpha2.JobSetRestarting)).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", "JobSetFailed")))
 		Eventually(func(g Gomega) {
 			var jobs batchv1.JobList
 			g.Expect(cluster.Client.List(ctx, &jobs, client.InNamespace(ns))).To(Succeed())
@@ -180,14 +182,8 @@ var _ = Describe("Recreate and the failure policy", func() {
 		var victim string
 		Eventually(func(g Gomega) { victim = runningPod(ctx, g, js, "0") }).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 		Expect(cluster.Kubelet.ExitContainer(ns, victim, "worker", 7)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
-			failed := condition(js, jobsetv1alpha2.JobSetFailed)
-			g.Expect(failed).NotTo(BeNil())
-			g.Expect(failed.Reason).To(Equal("FailJobSetFailurePolicyAction"))
-			g.Expect(failed.Message).To(HavePrefix("applying FailJobSet failure policy action (first failed job: story2-workers-"))
-			g.Expect(js.Status.Restarts).To(BeZero())
-		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		eventuallyFailed(ctx, js, "FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action (first failed job: story2-workers-")
+		Expect(js.Status.Restarts).To(BeZero())
 	})
 
 	It("suspends and resumes the Jobs with the Suspended condition", func(ctx context.Context) {
