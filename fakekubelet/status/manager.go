@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,6 +95,10 @@ func (m *Manager) Set(pod *corev1.Pod, status corev1.PodStatus) uint64 {
 	if ps == nil {
 		ps = &podStatus{namespace: pod.Namespace, name: pod.Name, published: *pod.Status.DeepCopy()}
 		m.pods[pod.UID] = ps
+	} else if ps.version > 0 && apiequality.Semantic.DeepEqual(ps.desired, status) {
+		// The kubelet regenerates a pod's status on every event, its own writes included; an
+		// unchanged status costs no queueing and no patch computation.
+		return ps.version
 	}
 	ps.spec = &pod.Spec
 	ps.desired = *status.DeepCopy()
