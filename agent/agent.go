@@ -69,9 +69,6 @@ func (a *Agent) Attempt() (int32, bool) {
 	return *a.attempt, true
 }
 
-// BarrierActive reports whether the worker is still held back.
-func (a *Agent) BarrierActive() bool { return a.barrierActive }
-
 // bypassed reports whether the JobSet does not restart in place, so the agent has nothing to
 // coordinate: the disable annotation (presence only), no failure policy, or another strategy.
 func bypassed(js *jobsetv1alpha2.JobSet) bool {

@@ -215,12 +215,9 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 	in := status.Input{Pod: pod, Old: old, Runtime: &rt, HostIP: internalIP(n.index).String(), Rules: p.rules,
 		Probes: st, Reasons: st.reasons, Now: p.clock.Now()}
 
-	shuttingDown := pod.DeletionTimestamp != nil || restart.IsTerminal(pod.Status.Phase) || restart.IsTerminal(old.Phase)
-	if !shuttingDown {
-		gen := status.Generate(in)
-		if restart.IsTerminal(gen.Phase) {
-			shuttingDown = true
-		} else {
+	// A deleted or terminal pod shuts down; so does one whose status just became terminal.
+	if pod.DeletionTimestamp == nil && !restart.IsTerminal(pod.Status.Phase) && !restart.IsTerminal(old.Phase) {
+		if gen := status.Generate(in); !restart.IsTerminal(gen.Phase) {
 			return p.syncRunning(ctx, pod, st, &rt, old, gen)
 		}
 	}

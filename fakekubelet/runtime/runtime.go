@@ -235,17 +235,6 @@ func (r *Runtime) HasSandbox(uid types.UID) bool {
 	return r.pods[uid] != nil
 }
 
-// Pods lists the pods that have a sandbox.
-func (r *Runtime) Pods() []types.UID {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	uids := make([]types.UID, 0, len(r.pods))
-	for uid := range r.pods {
-		uids = append(uids, uid)
-	}
-	return uids
-}
-
 // Status returns a snapshot of the pod's sandbox and instances.
 func (r *Runtime) Status(uid types.UID) (PodStatus, bool) {
 	r.mu.Lock()
