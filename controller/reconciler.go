@@ -234,9 +234,10 @@ func (r *Reconciler) deleteJobs(ctx context.Context, jobs []*batchv1.Job) error 
 	return g.Wait()
 }
 
-// createJobs creates the Jobs of the current attempt that do not exist. Recreate (and
-// InPlaceRestart) creates a Job as soon as no Job of its name exists; BlockingRecreate waits until
-// every Job of earlier attempts is gone.
+// createJobs creates the Jobs of the current attempt that do not exist, for the replicated Jobs
+// the startup policy or their dependencies let start. Recreate (and InPlaceRestart) creates a Job
+// as soon as no Job of its name exists; BlockingRecreate waits until every Job of earlier
+// attempts is gone.
 func (r *Reconciler) createJobs(ctx context.Context, js *jobsetv1alpha2.JobSet, owned []batchv1.Job, jobs childJobs) error {
 	if js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobsetv1alpha2.BlockingRecreate && len(jobs.previous) > 0 {
 		return nil
@@ -245,10 +246,11 @@ func (r *Reconciler) createJobs(ctx context.Context, js *jobsetv1alpha2.JobSet, 
 	for i := range owned {
 		exists[owned[i].Name] = true
 	}
+	allowed := creatable(js, metav1.NewTime(r.opts.Clock.Now()))
 	var g errgroup.Group
 	g.SetLimit(maxParallelism)
 	for _, job := range desiredJobs(js) {
-		if exists[job.Name] {
+		if exists[job.Name] || !allowed[job.Labels[jobsetv1alpha2.ReplicatedJobNameKey]] {
 			continue
 		}
 		g.Go(func() error {

@@ -179,6 +179,15 @@ func (w *Webhook) ValidateCreate(_ context.Context, js *jobsetv1alpha2.JobSet) (
 			}
 		}
 	}
+	for i, rj := range js.Spec.ReplicatedJobs {
+		for j, dep := range rj.DependsOn {
+			path := spec.Child("replicatedJobs").Index(i).Child("dependsOn").Index(j).Child("name")
+			earlier := slices.ContainsFunc(js.Spec.ReplicatedJobs[:i], func(r jobsetv1alpha2.ReplicatedJob) bool { return r.Name == dep.Name })
+			if !earlier {
+				errs = append(errs, field.Invalid(path, dep.Name, "must name a replicatedJob listed before this one"))
+			}
+		}
+	}
 	if sp := js.Spec.SuccessPolicy; sp != nil {
 		for j, target := range sp.TargetReplicatedJobs {
 			if !names[target] {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -184,6 +185,33 @@ var _ = Describe("Recreate and the failure policy", func() {
 		Expect(cluster.Kubelet.ExitContainer(ns, victim, "worker", 7)).To(Succeed())
 		eventuallyFailed(ctx, js, "FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action (first failed job: story2-workers-")
 		Expect(js.Status.Restarts).To(BeZero())
+	})
+
+	It("creates a replicated Job's Jobs only once the ones it depends on are ready", func(ctx context.Context) {
+		js := plainJobSet(ns, "ordered", 1, "sleep 3600")
+		js.Spec.ReplicatedJobs[0].Name = "driver"
+		workers := *js.Spec.ReplicatedJobs[0].DeepCopy()
+		workers.Name, workers.Replicas = "workers", 2
+		workers.DependsOn = []jobsetv1alpha2.DependsOn{{Name: "driver", Status: jobsetv1alpha2.DependencyReady}}
+		// The driver starts only when /tmp/go exists in its container: until then it is not ready.
+		js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
+			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/go"}}}}
+		js.Spec.ReplicatedJobs = append(js.Spec.ReplicatedJobs, workers)
+		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
+		jobsOf := func(rj string) func() int {
+			return func() int {
+				var jobs batchv1.JobList
+				Expect(cluster.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.ReplicatedJobNameKey: rj})).To(Succeed())
+				return len(jobs.Items)
+			}
+		}
+		var driver string
+		Eventually(func(g Gomega) { driver = runningPod(ctx, g, js, "0") }).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Consistently(jobsOf("workers")).WithTimeout(2 * time.Second).WithPolling(Interval).Should(BeZero())
+		code, _, err := cluster.Kubelet.Exec(ctx, ns, driver, "worker", []string{"touch", "/tmp/go"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(BeZero())
+		Eventually(jobsOf("workers")).WithTimeout(Timeout).WithPolling(Interval).Should(Equal(2))
 	})
 
 	It("suspends and resumes the Jobs with the Suspended condition", func(ctx context.Context) {
