@@ -43,6 +43,16 @@ func jobKey(namespace, name string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// coordinatorEndpoint is the DNS name of the coordinator pod, "<jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>",
+// or "" when the JobSet names no coordinator.
+func coordinatorEndpoint(js *jobsetv1alpha2.JobSet) string {
+	c := js.Spec.Coordinator
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s-%s-%d-%d.%s", js.Name, c.ReplicatedJob, c.JobIndex, c.PodIndex, serviceName(js))
+}
+
 // groupName is a replicated Job's group.
 func groupName(rj *jobsetv1alpha2.ReplicatedJob) string {
 	if rj.GroupName == "" {
@@ -81,6 +91,9 @@ func desiredJobs(js *jobsetv1alpha2.JobSet) []*batchv1.Job {
 				jobsetv1alpha2.GroupNameKey:          group,
 				jobsetv1alpha2.GroupReplicasKey:      strconv.Itoa(int(groupReplicas[group])),
 				jobsetv1alpha2.JobGroupIndexKey:      strconv.Itoa(int(groupIndex[group])),
+			}
+			if endpoint := coordinatorEndpoint(js); endpoint != "" {
+				stamp[jobsetv1alpha2.CoordinatorKey] = endpoint
 			}
 			job := &batchv1.Job{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: js.Namespace,

@@ -42,6 +42,10 @@ func TestDesiredJobs(t *testing.T) {
 	if !ptr.Deref(w1.Spec.Suspend, false) || w1.Spec.Template.Spec.Subdomain != "train" {
 		t.Errorf("suspend %v subdomain %q", w1.Spec.Suspend, w1.Spec.Template.Spec.Subdomain)
 	}
+	js.Spec.Coordinator = &jobsetv1alpha2.Coordinator{ReplicatedJob: "driver"}
+	if got := desiredJobs(js)[1].Spec.Template.Labels[jobsetv1alpha2.CoordinatorKey]; got != "train-driver-0-0.train" {
+		t.Errorf("coordinator label %q", got)
+	}
 	if owner := metav1.GetControllerOf(w1); owner == nil || owner.Kind != "JobSet" || owner.Name != "train" {
 		t.Errorf("controller reference %+v", owner)
 	}
