@@ -119,8 +119,11 @@ var _ = Describe("The JobSet admission webhook", func() {
 	It("keeps replicatedJobs immutable", func(ctx context.Context) {
 		js := plainJobSet(ns, "fixed", 1, "sleep 3600")
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
+		// A merge patch carries no resourceVersion: the controller's own status writes cannot
+		// turn the refusal into a conflict.
+		before := js.DeepCopy()
 		js.Spec.ReplicatedJobs[0].Replicas = 2
-		err := cluster.Client.Update(ctx, js)
+		err := cluster.Client.Patch(ctx, js, client.MergeFrom(before))
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 		Expect(err.Error()).To(ContainSubstring("spec.replicatedJobs: Invalid value"))
 		Expect(err.Error()).To(ContainSubstring("field is immutable"))
