@@ -61,14 +61,6 @@ func (a *Agent) finish(code int) {
 	})
 }
 
-// Attempt returns the attempt the agent has written, if any.
-func (a *Agent) Attempt() (int32, bool) {
-	if a.attempt == nil {
-		return 0, false
-	}
-	return *a.attempt, true
-}
-
 // bypassed reports whether the JobSet does not restart in place, so the agent has nothing to
 // coordinate: the disable annotation (presence only), no failure policy, or another strategy.
 func bypassed(js *jobsetv1alpha2.JobSet) bool {

@@ -134,15 +134,15 @@ func TestReconcileRetriesAFailedWrite(t *testing.T) {
 	if err := a.Reconcile(context.Background(), jobSet(jobsetv1alpha2.InPlaceRestart, nil, nil)); err == nil {
 		t.Fatal("a failed write was not reported for a retry")
 	}
-	if _, ok := a.Attempt(); ok {
+	if a.attempt != nil {
 		t.Error("the attempt is recorded although the write failed")
 	}
 	rec.writeErr = nil
 	if err := a.Reconcile(context.Background(), jobSet(jobsetv1alpha2.InPlaceRestart, nil, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if n, ok := a.Attempt(); !ok || n != 0 {
-		t.Errorf("attempt %d, %t after the retry", n, ok)
+	if a.attempt == nil || *a.attempt != 0 {
+		t.Errorf("attempt %v after the retry, want 0", a.attempt)
 	}
 }
 

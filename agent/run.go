@@ -35,8 +35,6 @@ type Options struct {
 	RunWorker func(ctx context.Context, command string) int
 	// Backoff paces retries of the watch and of writes; the zero value means DefaultBackoff.
 	Backoff wait.Backoff
-	// Events, when set, receives every reconciled JobSet state's outcome; for tests.
-	Events chan<- error
 }
 
 // DefaultBackoff starts at 200 ms and doubles to 30 s, each wait drawn between 1× and 2× its step
@@ -79,7 +77,7 @@ func Run(ctx context.Context, opts Options) (code int, stopped bool) {
 
 	backoff := opts.Backoff
 	for {
-		err := watchOnce(runCtx, c, cfg, a, opts.Events)
+		err := watchOnce(runCtx, c, cfg, a)
 		select {
 		case <-a.Exited():
 			return a.ExitCode(), false
@@ -129,7 +127,7 @@ func clients(cfg *rest.Config) (client.WithWatch, kubernetes.Interface, error) {
 
 // watchOnce lists the agent's JobSet (by name, in the apiserver), reconciles it, and watches it
 // from there until the watch ends, the agent decides to exit or ctx ends. Errors end it.
-func watchOnce(ctx context.Context, c client.WithWatch, cfg Config, a *Agent, events chan<- error) error {
+func watchOnce(ctx context.Context, c client.WithWatch, cfg Config, a *Agent) error {
 	selector := []client.ListOption{client.InNamespace(cfg.Namespace), client.MatchingFields{"metadata.name": cfg.JobSetName}}
 	var list jobsetv1alpha2.JobSetList
 	if err := c.List(ctx, &list, selector...); err != nil {
@@ -139,7 +137,7 @@ func watchOnce(ctx context.Context, c client.WithWatch, cfg Config, a *Agent, ev
 	if len(list.Items) > 0 {
 		current = &list.Items[0]
 	}
-	if err := reconcile(ctx, a, current, events); err != nil {
+	if err := a.Reconcile(ctx, current); err != nil {
 		return err
 	}
 	w, err := c.Watch(ctx, &jobsetv1alpha2.JobSetList{}, append(selector,
@@ -164,11 +162,11 @@ func watchOnce(ctx context.Context, c client.WithWatch, cfg Config, a *Agent, ev
 				if !isJobSet {
 					return fmt.Errorf("watch of JobSet %s/%s sent a %T", cfg.Namespace, cfg.JobSetName, ev.Object)
 				}
-				if err := reconcile(ctx, a, js, events); err != nil {
+				if err := a.Reconcile(ctx, js); err != nil {
 					return err
 				}
 			case watch.Deleted:
-				if err := reconcile(ctx, a, nil, events); err != nil {
+				if err := a.Reconcile(ctx, nil); err != nil {
 					return err
 				}
 			case watch.Error:
@@ -176,14 +174,6 @@ func watchOnce(ctx context.Context, c client.WithWatch, cfg Config, a *Agent, ev
 			}
 		}
 	}
-}
-
-func reconcile(ctx context.Context, a *Agent, js *jobsetv1alpha2.JobSet, events chan<- error) error {
-	err := a.Reconcile(ctx, js)
-	if events != nil {
-		events <- err
-	}
-	return err
 }
 
 func errorOf(obj runtime.Object) string {

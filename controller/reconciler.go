@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -86,7 +85,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		(js.Spec.ManagedBy != nil && *js.Spec.ManagedBy != jobsetv1alpha2.JobSetControllerName) {
 		return ctrl.Result{}, nil
 	}
-	logger := klog.FromContext(ctx)
 	original := js.Status.DeepCopy()
 	var events []event
 	result, err := r.reconcile(ctx, &js, &events)
@@ -98,10 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.recorder.Event(&js, e.eventType, e.reason, e.message)
 		}
 	}
-	if err != nil {
-		logger.Error(err, "Reconciling the JobSet failed")
-	}
-	return result, err
+	return result, err // controller-runtime logs it and retries
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, events *[]event) (ctrl.Result, error) {

@@ -374,7 +374,6 @@ func (p *pods) start(pod *corev1.Pod, st *podState, c *corev1.Container, rt *run
 		klog.FromContext(p.ctx).V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.Name, "err", err)
 		p.events.container(pod, c, corev1.EventTypeWarning, eventFailed, "Error: %s", inst.Message)
 	}
-	p.queue.Add(pod.UID) // as PLEG reports a started (or failed) container: the status changes
 
 }
 

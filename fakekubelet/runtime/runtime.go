@@ -2,8 +2,8 @@
 // real one): pod sandboxes with their IP and volumes, and container instances that run a
 // program, a script or their own command, exit, are stopped with a grace period and removed.
 // It keeps every instance until the kubelet removes it, so the kubelet sees exited instances
-// the way it sees them through the CRI, and it reports every exit through a callback, as PLEG
-// does.
+// the way it sees them through the CRI, and it reports every start and exit through a callback,
+// as PLEG does.
 //
 // It decides nothing about restarts, ordering or status: that is the kubelet's (package
 // fakekubelet). It never touches the host: files live in package vfs, commands in package shell.
@@ -131,7 +131,8 @@ type Options struct {
 	Clock clock.Clock
 	// Programs say what containers run; nil: every container runs its own command.
 	Programs *program.Registry
-	// Notify is called, outside any lock, whenever an instance of the pod exits.
+	// Notify is called, outside any lock, whenever an instance of the pod starts (or fails to)
+	// or exits.
 	Notify func(types.UID)
 	// ConfigFor returns the rest.Config a pod's programs use (its service account). Optional.
 	ConfigFor func(*corev1.Pod) *rest.Config
@@ -319,6 +320,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (Sta
 		close(in.done)
 		st := in.status
 		r.mu.Unlock()
+		r.opts.Notify(pod.UID)
 		return st, startErr
 	}
 	termCtx, term := context.WithCancel(context.Background())
@@ -357,6 +359,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (Sta
 		code := run()
 		r.exited(pod.UID, in, int32(code))
 	}()
+	r.opts.Notify(pod.UID)
 	return st, nil
 }
 
@@ -491,14 +494,6 @@ func (r *Runtime) Stop(uid types.UID, id string, grace time.Duration) {
 		case <-in.done:
 		}
 	}()
-}
-
-// Stopping reports whether a stop of the instance is under way.
-func (r *Runtime) Stopping(uid types.UID, id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, in := r.find(uid, id)
-	return in != nil && in.stopping && in.status.State == Running
 }
 
 // Remove deletes an exited instance; when a container has no instance left, its attempt count

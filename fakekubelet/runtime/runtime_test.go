@@ -38,12 +38,19 @@ func newHarness(t *testing.T, rules ...program.Rule) *harness {
 	return h
 }
 
-func (h *harness) waitExit(t *testing.T) {
+// waitExit waits for the runtime to report that the newest instance of the named container of
+// the test pod exited (it also reports starts).
+func (h *harness) waitExit(t *testing.T, name string) {
 	t.Helper()
-	select {
-	case <-h.events:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no exit reported")
+	for {
+		select {
+		case uid := <-h.events:
+			if ps, _ := h.rt.Status(uid); ps.Latest(name) != nil && ps.Latest(name).State == Exited {
+				return
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no exit reported")
+		}
 	}
 }
 
@@ -65,7 +72,7 @@ func TestExitReasonsAttemptsAndRemoval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.waitExit(t)
+	h.waitExit(t, "c")
 	ps, _ := h.rt.Status(pod.UID)
 	got := ps.Latest("c")
 	if got.ID != first.ID || got.State != Exited || got.ExitCode != 3 || got.Reason != ReasonError || got.Message != "boom" {
@@ -75,7 +82,7 @@ func TestExitReasonsAttemptsAndRemoval(t *testing.T) {
 		t.Errorf("image %q ref %q", got.Image, got.ImageRef)
 	}
 	second, _ := h.rt.Start(pod, c, nil)
-	h.waitExit(t)
+	h.waitExit(t, "c")
 	if second.Attempt != 1 {
 		t.Errorf("second attempt = %d, want 1", second.Attempt)
 	}
@@ -89,7 +96,7 @@ func TestExitReasonsAttemptsAndRemoval(t *testing.T) {
 		}
 	}
 	third, _ := h.rt.Start(pod, c, nil)
-	h.waitExit(t)
+	h.waitExit(t, "c")
 	if third.Attempt != 0 {
 		t.Errorf("attempt after removing every instance = %d, want 0", third.Attempt)
 	}
@@ -105,11 +112,11 @@ func TestStopGraceAndFaults(t *testing.T) {
 	for !h.clock.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
-	if !h.rt.Stopping(pod.UID, inst.ID) {
+	if ps, _ := h.rt.Status(pod.UID); ps.Latest("sleeper").State != Running {
 		t.Fatal("the script should still run: PID 1 ignores SIGTERM")
 	}
 	h.clock.Step(2 * time.Second)
-	h.waitExit(t)
+	h.waitExit(t, "sleeper")
 	ps, _ := h.rt.Status(pod.UID)
 	if s := ps.Latest("sleeper"); s.ExitCode != 137 || s.Reason != ReasonError {
 		t.Fatalf("after the grace: %+v, want 137 Error", s)
@@ -122,7 +129,7 @@ func TestStopGraceAndFaults(t *testing.T) {
 	if err := h.rt.Exit(pod.UID, "idle", 0, true); err != nil {
 		t.Fatal(err)
 	}
-	h.waitExit(t)
+	h.waitExit(t, "idle")
 	ps, _ = h.rt.Status(pod.UID)
 	if s := ps.Latest("idle"); s.ExitCode != 137 || s.Reason != ReasonOOMKilled {
 		t.Fatalf("OOM kill: %+v", s)

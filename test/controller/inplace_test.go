@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -46,18 +47,8 @@ func workerPods(ctx context.Context, g Gomega, js *jobsetv1alpha2.JobSet) []core
 	g.Expect(cluster.Client.List(ctx, &pods, client.InNamespace(js.Namespace),
 		client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: js.Name})).To(Succeed())
 	live := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil })
-	slices.SortFunc(live, func(a, b corev1.Pod) int { return compare(a.Name, b.Name) })
+	slices.SortFunc(live, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return live
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // allRunning asserts every worker pod is Ready with the given restart count of its worker.

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/restartbed/restartbed/fakekubelet/restart"
 )
 
 // PodHistory records every version of one pod that the apiserver publishes, through an
@@ -106,14 +108,10 @@ func Condition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition 
 
 // ContainerStatus returns the status of the named init or regular container, or nil.
 func ContainerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for i := range list {
-			if list[i].Name == name {
-				return &list[i]
-			}
-		}
+	if cs := restart.StatusOf(pod.Status.InitContainerStatuses, name); cs != nil {
+		return cs
 	}
-	return nil
+	return restart.StatusOf(pod.Status.ContainerStatuses, name)
 }
 
 // EventMessages returns "Reason: message" of every Event about the named object in the namespace.
