@@ -27,12 +27,18 @@ const (
 	reasonResumed    = "ResumeJobs"
 	messageResumed   = "jobset is resumed"
 
-	reasonFailJobSetAction     = "FailJobSetFailurePolicyAction"
-	messageFailJobSetAction    = "applying FailJobSet failure policy action"
-	reasonRestartJobSetAction  = "RestartJobSetFailurePolicyAction"
-	messageRestartJobSetAction = "applying RestartJobSet failure policy action"
-	reasonRestartIgnoreAction  = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
-	messageRestartIgnoreAction = "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
+	reasonFailJobSetAction        = "FailJobSetFailurePolicyAction"
+	messageFailJobSetAction       = "applying FailJobSet failure policy action"
+	reasonRestartJobSetAction     = "RestartJobSetFailurePolicyAction"
+	messageRestartJobSetAction    = "applying RestartJobSet failure policy action"
+	reasonRestartIgnoreAction     = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
+	messageRestartIgnoreAction    = "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
+	reasonRestartJobAction        = "RestartJobFailurePolicyAction"
+	messageRestartJobAction       = "applying RestartJob failure policy action"
+	reasonRestartJobIgnoreAction  = "RestartJobAndIgnoreMaxRestartsFailurePolicyAction"
+	messageRestartJobIgnoreAction = "applying RestartJobAndIgnoreMaxRestarts failure policy action"
+
+	reasonPVCCreationFailed = "PVCCreationFailed"
 
 	// terminal states of status.terminalState.
 	terminalCompleted = "Completed"

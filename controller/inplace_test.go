@@ -1,13 +1,18 @@
 package controller
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 )
@@ -202,4 +207,46 @@ func TestReconcileInPlaceRestart(t *testing.T) {
 func withStatus(js *jobsetv1alpha2.JobSet, current, previous *int32) *jobsetv1alpha2.JobSet {
 	js.Status.CurrentInPlaceRestartAttempt, js.Status.PreviousInPlaceRestartAttempt = current, previous
 	return js
+}
+
+// TestAssociatedPods mirrors upstream's TestGetAssociatedPods: through the pod index, the JobSet
+// gets its own pods and no others.
+func TestAssociatedPods(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	labelled := func(name, namespace, jobset string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+		if jobset != "" {
+			p.Labels = map[string]string{jobsetv1alpha2.JobSetNameKey: jobset}
+		}
+		return p
+	}
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "js", Namespace: "ns"}}
+	for _, tc := range []struct {
+		name string
+		pods []client.Object
+		want []string
+	}{
+		{name: "its pods", pods: []client.Object{labelled("p0", "ns", "js"), labelled("p1", "ns", "js")}, want: []string{"p0", "p1"}},
+		{name: "another JobSet's, another namespace's and unlabelled pods are not", pods: []client.Object{
+			labelled("mine", "ns", "js"), labelled("other", "ns", "js2"), labelled("elsewhere", "ns2", "js"), labelled("bare", "ns", "")},
+			want: []string{"mine"}},
+		{name: "no pods", want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.pods...).
+				WithIndex(&corev1.Pod{}, podJobSetIndex, podJobSetKeys).Build()
+			pods, err := associatedPods(context.Background(), c, js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range pods {
+				got = append(got, p.Name)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("pods (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -62,7 +63,8 @@ func groupName(rj *jobsetv1alpha2.ReplicatedJob) string {
 }
 
 // desiredJobs constructs every child Job of the JobSet's current restart attempt, in order.
-func desiredJobs(js *jobsetv1alpha2.JobSet) []*batchv1.Job {
+// restartJob is the RestartJob gate: with it, each Job also carries its own restart attempt.
+func desiredJobs(js *jobsetv1alpha2.JobSet, restartJob bool) []*batchv1.Job {
 	var globalReplicas int32
 	groupReplicas := map[string]int32{}
 	for i := range js.Spec.ReplicatedJobs {
@@ -95,6 +97,9 @@ func desiredJobs(js *jobsetv1alpha2.JobSet) []*batchv1.Job {
 			if endpoint := coordinatorEndpoint(js); endpoint != "" {
 				stamp[jobsetv1alpha2.CoordinatorKey] = endpoint
 			}
+			if restartJob {
+				stamp[jobsetv1alpha2.JobRestartsKey] = strconv.Itoa(int(jobRestarts(js, rj.Name, index)))
+			}
 			job := &batchv1.Job{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: js.Namespace,
 					Labels: maps.Clone(rj.Template.Labels), Annotations: maps.Clone(rj.Template.Annotations)},
@@ -109,11 +114,22 @@ func desiredJobs(js *jobsetv1alpha2.JobSet) []*batchv1.Job {
 				}
 				maps.Copy(meta.Labels, stamp)
 				maps.Copy(meta.Annotations, stamp)
+				maps.Copy(meta.Annotations, exclusivePlacement(js, rj))
 			}
 			job.Spec.Suspend = ptr.To(ptr.Deref(js.Spec.Suspend, false))
 			if dnsHostnames(js) {
 				job.Spec.Template.Spec.Subdomain = serviceName(js)
 			}
+			if placeByNodeSelector(job) {
+				pod := &job.Spec.Template.Spec
+				if pod.NodeSelector == nil {
+					pod.NodeSelector = map[string]string{}
+				}
+				pod.NodeSelector[jobsetv1alpha2.NamespacedJobKey] = js.Namespace + "_" + name
+				pod.Tolerations = append(pod.Tolerations, corev1.Toleration{Key: jobsetv1alpha2.NoScheduleTaintKey,
+					Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+			}
+			addClaimVolumes(js, &job.Spec.Template.Spec)
 			job.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(js, jobsetv1alpha2.GroupVersion.WithKind("JobSet"))}
 			jobs = append(jobs, job)
 			globalIndex++
@@ -121,6 +137,70 @@ func desiredJobs(js *jobsetv1alpha2.JobSet) []*batchv1.Job {
 		}
 	}
 	return jobs
+}
+
+// exclusivePlacement returns the exclusive-placement annotations a replicated Job's Jobs and pods
+// carry: the JobSet's, replaced by the replicated Job template's when that sets its own topology.
+func exclusivePlacement(js *jobsetv1alpha2.JobSet, rj *jobsetv1alpha2.ReplicatedJob) map[string]string {
+	out := map[string]string{}
+	for _, from := range []map[string]string{js.Annotations, rj.Template.Annotations} {
+		topology, ok := from[jobsetv1alpha2.ExclusiveKey]
+		if !ok {
+			continue
+		}
+		out[jobsetv1alpha2.ExclusiveKey] = topology
+		if strategy, ok := from[jobsetv1alpha2.NodeSelectorStrategyKey]; ok {
+			out[jobsetv1alpha2.NodeSelectorStrategyKey] = strategy
+		}
+	}
+	return out
+}
+
+// placeByNodeSelector reports whether a Job uses the nodeSelector strategy of exclusive
+// placement: its pods then select nodes labelled with the namespaced Job name and tolerate the
+// no-schedule taint; labelling and tainting the nodes is the user's part. (The other strategy,
+// leader affinity injected by upstream's pod webhook, is not modelled.)
+func placeByNodeSelector(job *batchv1.Job) bool {
+	_, exclusive := job.Annotations[jobsetv1alpha2.ExclusiveKey]
+	_, bySelector := job.Annotations[jobsetv1alpha2.NodeSelectorStrategyKey]
+	return exclusive && bySelector
+}
+
+// claimName is the name of the PVC made from a volume claim policy's template: <template>-<jobset>.
+func claimName(js *jobsetv1alpha2.JobSet, template string) string {
+	return template + "-" + js.Name
+}
+
+// addClaimVolumes adds a volume for each volume-claim-policy template that a container of the
+// pod mounts by the template's name.
+func addClaimVolumes(js *jobsetv1alpha2.JobSet, pod *corev1.PodSpec) {
+	mounted := func(name string) bool {
+		for _, cs := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
+			for i := range cs {
+				if slices.ContainsFunc(cs[i].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == name }) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, policy := range js.Spec.VolumeClaimPolicies {
+		for _, t := range policy.Templates {
+			if !mounted(t.Name) {
+				continue
+			}
+			pod.Volumes = append(pod.Volumes, corev1.Volume{Name: t.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(js, t.Name)}}})
+		}
+	}
+}
+
+// jobRestarts is the restart attempt of one Job under the per-Job actions.
+func jobRestarts(js *jobsetv1alpha2.JobSet, replicatedJob string, index int32) int32 {
+	if st := findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, replicatedJob); st != nil && int(index) < len(st.JobRestarts) {
+		return st.JobRestarts[index]
+	}
+	return 0
 }
 
 // childJobs are a JobSet's Jobs by generation and state.
@@ -132,15 +212,15 @@ func (c *childJobs) current() []*batchv1.Job {
 	return append(append(append([]*batchv1.Job{}, c.active...), c.successful...), c.failed...)
 }
 
-// classify sorts Jobs: a Job of an earlier restart attempt is previous; otherwise its Complete or
-// Failed condition decides, and anything else is active.
-func classify(js *jobsetv1alpha2.JobSet, jobs []batchv1.Job) childJobs {
+// classify sorts Jobs: a Job of an earlier restart attempt is previous (with the RestartJob gate,
+// also one of an earlier attempt of its own); otherwise its Complete or Failed condition decides,
+// and anything else is active.
+func classify(js *jobsetv1alpha2.JobSet, jobs []batchv1.Job, restartJob bool) childJobs {
 	var c childJobs
 	for i := range jobs {
 		job := &jobs[i]
-		attempt, err := strconv.Atoi(job.Labels[jobsetv1alpha2.RestartsKey])
 		switch {
-		case err != nil || int32(attempt) < js.Status.Restarts:
+		case outdated(js, job, restartJob):
 			c.previous = append(c.previous, job)
 		case jobCondition(job, batchv1.JobComplete) != nil:
 			c.successful = append(c.successful, job)
@@ -151,6 +231,29 @@ func classify(js *jobsetv1alpha2.JobSet, jobs []batchv1.Job) childJobs {
 		}
 	}
 	return c
+}
+
+// outdated reports whether a Job belongs to an earlier restart attempt of the JobSet or, with
+// the RestartJob gate, of its own index. A Job whose attempt label cannot be read is outdated.
+func outdated(js *jobsetv1alpha2.JobSet, job *batchv1.Job, restartJob bool) bool {
+	attempt, err := strconv.Atoi(job.Labels[jobsetv1alpha2.RestartsKey])
+	if err != nil || int32(attempt) < js.Status.Restarts {
+		return true
+	}
+	if !restartJob {
+		return false
+	}
+	index, err := strconv.Atoi(job.Labels[jobsetv1alpha2.JobIndexKey])
+	if err != nil {
+		return true
+	}
+	own := 0
+	if v, ok := job.Labels[jobsetv1alpha2.JobRestartsKey]; ok {
+		if own, err = strconv.Atoi(v); err != nil {
+			return true
+		}
+	}
+	return int32(own) < jobRestarts(js, job.Labels[jobsetv1alpha2.ReplicatedJobNameKey], int32(index))
 }
 
 // jobCondition returns the Job's condition of type t if it is True, else nil.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -17,7 +18,7 @@ func TestDesiredJobs(t *testing.T) {
 			{Name: "workers", Replicas: 2},
 		}}}
 	js.Status.Restarts = 3
-	jobs := desiredJobs(js)
+	jobs := desiredJobs(js, false)
 	var names []string
 	for _, j := range jobs {
 		names = append(names, j.Name)
@@ -43,10 +44,64 @@ func TestDesiredJobs(t *testing.T) {
 		t.Errorf("suspend %v subdomain %q", w1.Spec.Suspend, w1.Spec.Template.Spec.Subdomain)
 	}
 	js.Spec.Coordinator = &jobsetv1alpha2.Coordinator{ReplicatedJob: "driver"}
-	if got := desiredJobs(js)[1].Spec.Template.Labels[jobsetv1alpha2.CoordinatorKey]; got != "train-driver-0-0.train" {
+	if got := desiredJobs(js, false)[1].Spec.Template.Labels[jobsetv1alpha2.CoordinatorKey]; got != "train-driver-0-0.train" {
 		t.Errorf("coordinator label %q", got)
 	}
 	if owner := metav1.GetControllerOf(w1); owner == nil || owner.Kind != "JobSet" || owner.Name != "train" {
 		t.Errorf("controller reference %+v", owner)
+	}
+}
+
+func TestExclusivePlacement(t *testing.T) {
+	rj := func(name string, annotations map[string]string) jobsetv1alpha2.ReplicatedJob {
+		r := jobsetv1alpha2.ReplicatedJob{Name: name, Replicas: 1}
+		r.Template.Annotations = annotations
+		r.Template.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "tpu"}
+		return r
+	}
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "js", Namespace: "ns",
+		Annotations: map[string]string{jobsetv1alpha2.ExclusiveKey: "rack"}},
+		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
+			rj("a", nil),
+			rj("b", map[string]string{jobsetv1alpha2.ExclusiveKey: "zone", jobsetv1alpha2.NodeSelectorStrategyKey: "true"}),
+		}}}
+	jobs := desiredJobs(js, false)
+	a, b := jobs[0], jobs[1]
+	if a.Annotations[jobsetv1alpha2.ExclusiveKey] != "rack" || a.Spec.Template.Annotations[jobsetv1alpha2.ExclusiveKey] != "rack" {
+		t.Errorf("a: the JobSet's topology is not propagated: %v", a.Annotations)
+	}
+	if _, ok := a.Labels[jobsetv1alpha2.ExclusiveKey]; ok {
+		t.Error("a: exclusive-topology became a label")
+	}
+	if diff := cmp.Diff(map[string]string{"pool": "tpu"}, a.Spec.Template.Spec.NodeSelector); diff != "" {
+		t.Errorf("a: affinity strategy must leave the nodeSelector alone (-want +got):\n%s", diff)
+	}
+	if b.Annotations[jobsetv1alpha2.ExclusiveKey] != "zone" {
+		t.Errorf("b: the replicated Job's topology must win: %q", b.Annotations[jobsetv1alpha2.ExclusiveKey])
+	}
+	if diff := cmp.Diff(map[string]string{"pool": "tpu", jobsetv1alpha2.NamespacedJobKey: "ns_js-b-0"}, b.Spec.Template.Spec.NodeSelector); diff != "" {
+		t.Errorf("b: nodeSelector (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.Toleration{{Key: jobsetv1alpha2.NoScheduleTaintKey, Operator: corev1.TolerationOpExists,
+		Effect: corev1.TaintEffectNoSchedule}}, b.Spec.Template.Spec.Tolerations); diff != "" {
+		t.Errorf("b: tolerations (-want +got):\n%s", diff)
+	}
+	if js.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.NodeSelector[jobsetv1alpha2.NamespacedJobKey] != "" {
+		t.Error("the JobSet's own template was modified")
+	}
+}
+
+func TestClaimVolumes(t *testing.T) {
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "js", Namespace: "ns"},
+		Spec: jobsetv1alpha2.JobSetSpec{
+			VolumeClaimPolicies: []jobsetv1alpha2.VolumeClaimPolicy{{Templates: []corev1.PersistentVolumeClaim{
+				{ObjectMeta: metav1.ObjectMeta{Name: "ckpt"}}, {ObjectMeta: metav1.ObjectMeta{Name: "unused"}}}}},
+			ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "w", Replicas: 1}}}}
+	js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "init",
+		VolumeMounts: []corev1.VolumeMount{{Name: "ckpt", MountPath: "/ckpt"}}}}
+	got := desiredJobs(js, false)[0].Spec.Template.Spec.Volumes
+	want := []corev1.Volume{{Name: "ckpt", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ckpt-js"}}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("volumes (-want +got):\n%s", diff)
 	}
 }

@@ -20,8 +20,8 @@ type ManagerOptions struct {
 	Scheme *runtime.Scheme
 	Logger logr.Logger
 	Clock  clock.PassiveClock
-	// InPlaceRestart is JobSet's InPlaceRestart feature gate.
-	InPlaceRestart bool
+	// Gates are JobSet's feature gates.
+	Gates FeatureGates
 	// Webhook serves the admission webhook (TLS, with the certificate in CertDir) on Host:Port.
 	Webhook *webhook.Options
 	// MetricsBindAddress and HealthProbeBindAddress: "0" turns them off.
@@ -51,11 +51,11 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts ManagerOptions) (ctr
 	if err != nil {
 		return nil, fmt.Errorf("JobSet controller manager: %w", err)
 	}
-	if err := Setup(ctx, mgr, Options{Clock: opts.Clock, InPlaceRestart: opts.InPlaceRestart}); err != nil {
+	if err := Setup(ctx, mgr, Options{Clock: opts.Clock, Gates: opts.Gates}); err != nil {
 		return nil, err
 	}
 	if opts.Webhook != nil {
-		(&Webhook{InPlaceRestart: opts.InPlaceRestart}).Register(mgr.GetWebhookServer(), mgr.GetScheme())
+		(&Webhook{Gates: opts.Gates}).Register(mgr.GetWebhookServer(), mgr.GetScheme())
 	}
 	if opts.HealthProbeBindAddress != "0" && opts.HealthProbeBindAddress != "" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

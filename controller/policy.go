@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,9 @@ type event struct {
 type decision struct {
 	// fail and complete end the JobSet; restart starts a new generation of Jobs.
 	fail, complete, restart bool
+	// restartJob, when set, is the one failed Job to recreate (the per-Job actions) instead of a
+	// new generation of every Job.
+	restartJob *batchv1.Job
 	// countsTowardsMax: the restart counts towards maxRestarts.
 	countsTowardsMax bool
 	reason, message  string
@@ -63,8 +67,9 @@ func ruleMatches(rule *jobsetv1alpha2.FailurePolicyRule, job *batchv1.Job, cond 
 
 // failurePolicy decides what the failed Jobs mean (reference §3): without a failure policy the
 // JobSet fails; else the first rule with a matching failed Job picks the action, and without one
-// the action is RestartJobSet.
-func failurePolicy(js *jobsetv1alpha2.JobSet, failed []*batchv1.Job) decision {
+// the action is RestartJobSet. restartJob is the RestartJob gate: without it the per-Job actions
+// act as RestartJobSet.
+func failurePolicy(js *jobsetv1alpha2.JobSet, failed []*batchv1.Job, restartJob bool) decision {
 	anyJob := func(*batchv1.Job, *batchv1.JobCondition) bool { return true }
 	if js.Spec.FailurePolicy == nil {
 		first := firstFailed(failed, anyJob)
@@ -85,6 +90,14 @@ func failurePolicy(js *jobsetv1alpha2.JobSet, failed []*batchv1.Job) decision {
 		restartingReason = fmt.Sprintf(reasonRestartingFailurePolicyFormat, ruleName)
 	}
 	suffix := fmt.Sprintf(" (first failed job: %s)", first.Name)
+	if !restartJob && (action == jobsetv1alpha2.RestartJob || action == jobsetv1alpha2.RestartJobAndIgnoreMaxRestarts) {
+		action = jobsetv1alpha2.RestartJobSet
+	}
+	reachedMax := func() decision {
+		msg := messageReachedMaxRestarts + suffix
+		return decision{fail: true, reason: reasonReachedMaxRestarts, message: msg,
+			events: []event{{corev1.EventTypeWarning, reasonReachedMaxRestarts, msg}}}
+	}
 	switch action {
 	case jobsetv1alpha2.FailJobSet:
 		return decision{fail: true, reason: reasonFailJobSetAction, message: messageFailJobSetAction + suffix,
@@ -92,16 +105,59 @@ func failurePolicy(js *jobsetv1alpha2.JobSet, failed []*batchv1.Job) decision {
 	case jobsetv1alpha2.RestartJobSetAndIgnoreMaxRestarts:
 		return decision{restart: true, restartingReason: restartingReason, message: messageRestartIgnoreAction + suffix,
 			events: []event{{corev1.EventTypeWarning, reasonRestartIgnoreAction, messageRestartIgnoreAction + suffix}}}
+	case jobsetv1alpha2.RestartJob:
+		if restartsTowardsMax(js, restartJob) >= js.Spec.FailurePolicy.MaxRestarts {
+			return reachedMax()
+		}
+		return decision{restartJob: first, countsTowardsMax: true, message: messageRestartJobAction + suffix,
+			events: []event{{corev1.EventTypeWarning, reasonRestartJobAction, messageRestartJobAction + suffix}}}
+	case jobsetv1alpha2.RestartJobAndIgnoreMaxRestarts:
+		return decision{restartJob: first, message: messageRestartJobIgnoreAction + suffix,
+			events: []event{{corev1.EventTypeWarning, reasonRestartJobIgnoreAction, messageRestartJobIgnoreAction + suffix}}}
 	}
-	// RestartJobSet, and the per-Job actions, which restartbed treats as RestartJobSet (their
-	// RestartJob gate is alpha in JobSet v0.12 and off by default).
-	if js.Status.RestartsCountTowardsMax >= js.Spec.FailurePolicy.MaxRestarts {
-		msg := messageReachedMaxRestarts + suffix
-		return decision{fail: true, reason: reasonReachedMaxRestarts, message: msg,
-			events: []event{{corev1.EventTypeWarning, reasonReachedMaxRestarts, msg}}}
+	if restartsTowardsMax(js, restartJob) >= js.Spec.FailurePolicy.MaxRestarts {
+		return reachedMax()
 	}
 	return decision{restart: true, countsTowardsMax: true, restartingReason: restartingReason, message: messageRestartJobSetAction + suffix,
 		events: []event{{corev1.EventTypeWarning, reasonRestartJobSetAction, messageRestartJobSetAction + suffix}}}
+}
+
+// restartsTowardsMax is what maxRestarts bounds: the JobSet's counted restarts plus, with the
+// RestartJob gate, every Job's counted restarts.
+func restartsTowardsMax(js *jobsetv1alpha2.JobSet, restartJob bool) int32 {
+	n := js.Status.RestartsCountTowardsMax
+	if restartJob {
+		for _, st := range js.Status.ReplicatedJobsStatus {
+			for _, c := range st.JobRestartsCountTowardsMax {
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// bumpJobRestarts counts one more restart of the Job's index in its replicated Job's status,
+// growing the per-index lists to the replicated Job's replicas.
+func bumpJobRestarts(js *jobsetv1alpha2.JobSet, job *batchv1.Job, countsTowardsMax bool) {
+	index, err := strconv.Atoi(job.Labels[jobsetv1alpha2.JobIndexKey])
+	rjName := job.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
+	st := findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, rjName)
+	i := slices.IndexFunc(js.Spec.ReplicatedJobs, func(rj jobsetv1alpha2.ReplicatedJob) bool { return rj.Name == rjName })
+	if err != nil || st == nil || i < 0 || index < 0 || index >= int(js.Spec.ReplicatedJobs[i].Replicas) {
+		return // not a Job of this JobSet's current spec: nothing to count
+	}
+	grow := func(list []int32) []int32 {
+		if n := int(js.Spec.ReplicatedJobs[i].Replicas); len(list) < n {
+			list = append(list, make([]int32, n-len(list))...)
+		}
+		return list
+	}
+	st.JobRestarts = grow(st.JobRestarts)
+	st.JobRestarts[index]++
+	if countsTowardsMax {
+		st.JobRestartsCountTowardsMax = grow(st.JobRestartsCountTowardsMax)
+		st.JobRestartsCountTowardsMax[index]++
+	}
 }
 
 // successPolicy reports whether the successful Jobs complete the JobSet: All needs every Job of

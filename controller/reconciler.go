@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -28,10 +30,24 @@ import (
 type Options struct {
 	// Clock stamps conditions and times TTLs. Default: the real clock.
 	Clock clock.PassiveClock
-	// InPlaceRestart is JobSet's InPlaceRestart feature gate (alpha upstream, off by default;
-	// restartbed turns it on). Off, an InPlaceRestart JobSet is handled like Recreate and pods are
-	// not watched.
+	// Gates are JobSet's feature gates.
+	Gates FeatureGates
+}
+
+// FeatureGates are the JobSet feature gates restartbed models. Both are alpha and off by default
+// upstream; restartbed turns them on (DefaultFeatureGates), since testing them is its purpose.
+type FeatureGates struct {
+	// InPlaceRestart: off, the webhook rejects the InPlaceRestart strategy, the controller treats
+	// such a JobSet like Recreate and pods are not watched.
 	InPlaceRestart bool
+	// RestartJob: the per-Job failure-policy actions recreate only the failed Job. Off, they act
+	// as RestartJobSet and Jobs carry no job-restart-attempt.
+	RestartJob bool
+}
+
+// DefaultFeatureGates are restartbed's: every modelled gate on.
+func DefaultFeatureGates() FeatureGates {
+	return FeatureGates{InPlaceRestart: true, RestartJob: true}
 }
 
 // Reconciler reconciles JobSets.
@@ -56,13 +72,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("indexing Jobs by owner: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).Named("jobset").For(&jobsetv1alpha2.JobSet{}).Owns(&batchv1.Job{}).Owns(&corev1.Service{})
-	if opts.InPlaceRestart {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podJobSetIndex, func(obj client.Object) []string {
-			if name, ok := obj.GetLabels()[jobsetv1alpha2.JobSetNameKey]; ok {
-				return []string{obj.GetNamespace() + "/" + name}
-			}
-			return nil
-		}); err != nil {
+	if opts.Gates.InPlaceRestart {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podJobSetIndex, podJobSetKeys); err != nil {
 			return fmt.Errorf("indexing Pods by JobSet: %w", err)
 		}
 		b = b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
@@ -73,6 +84,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}))
 	}
 	return b.Complete(r)
+}
+
+// podJobSetKeys indexes a pod under "<namespace>/<jobset-name label>", if it has the label.
+func podJobSetKeys(obj client.Object) []string {
+	if name, ok := obj.GetLabels()[jobsetv1alpha2.JobSetNameKey]; ok {
+		return []string{obj.GetNamespace() + "/" + name}
+	}
+	return nil
+}
+
+// associatedPods lists the JobSet's pods through the podJobSetIndex.
+func associatedPods(ctx context.Context, c client.Reader, js *jobsetv1alpha2.JobSet) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(js.Namespace), client.MatchingFields{podJobSetIndex: js.Namespace + "/" + js.Name}); err != nil {
+		return nil, fmt.Errorf("listing the pods of JobSet %s/%s: %w", js.Namespace, js.Name, err)
+	}
+	return pods.Items, nil
 }
 
 // Reconcile brings one JobSet a step towards its spec (reference §3, "Reconcile order").
@@ -105,7 +133,7 @@ func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, e
 	if err := r.client.List(ctx, &owned, client.InNamespace(js.Namespace), client.MatchingFields{jobOwnerIndex: string(js.UID)}); err != nil {
 		return ctrl.Result{}, err
 	}
-	jobs := classify(js, owned.Items)
+	jobs := classify(js, owned.Items, r.opts.Gates.RestartJob)
 	js.Status.ReplicatedJobsStatus = replicatedJobsStatus(js, jobs)
 
 	if finished(js) {
@@ -130,11 +158,13 @@ func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, e
 	}
 
 	if len(jobs.failed) > 0 {
-		d := failurePolicy(js, jobs.failed)
+		d := failurePolicy(js, jobs.failed, r.opts.Gates.RestartJob)
 		*events = append(*events, d.events...)
 		switch {
 		case d.fail:
 			r.fail(js, d.reason, d.message, now)
+		case d.restartJob != nil:
+			bumpJobRestarts(js, d.restartJob, d.countsTowardsMax)
 		case d.restart:
 			js.Status.Restarts++
 			if d.countsTowardsMax {
@@ -156,6 +186,10 @@ func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, e
 		*events = append(*events, event{corev1.EventTypeWarning, reasonHeadlessServiceCreationFailed, err.Error()})
 		return ctrl.Result{}, err
 	}
+	if err := r.ensureClaims(ctx, js); err != nil {
+		*events = append(*events, event{corev1.EventTypeWarning, reasonPVCCreationFailed, err.Error()})
+		return ctrl.Result{}, err
+	}
 	if err := r.createJobs(ctx, js, owned.Items, jobs); err != nil {
 		*events = append(*events, event{corev1.EventTypeWarning, reasonJobCreationFailed, err.Error()})
 		return ctrl.Result{}, err
@@ -163,7 +197,7 @@ func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, e
 	if err := r.suspendOrResume(ctx, js, jobs.active, now, events); err != nil {
 		return ctrl.Result{}, err
 	}
-	if isInPlaceRestart(js) && r.opts.InPlaceRestart {
+	if isInPlaceRestart(js) && r.opts.Gates.InPlaceRestart {
 		return ctrl.Result{}, r.inPlaceRestart(ctx, js, now, events)
 	}
 	return ctrl.Result{}, nil
@@ -177,12 +211,11 @@ func (r *Reconciler) fail(js *jobsetv1alpha2.JobSet, reason, message string, now
 }
 
 func (r *Reconciler) inPlaceRestart(ctx context.Context, js *jobsetv1alpha2.JobSet, now metav1.Time, events *[]event) error {
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(js.Namespace),
-		client.MatchingFields{podJobSetIndex: js.Namespace + "/" + js.Name}); err != nil {
+	pods, err := associatedPods(ctx, r.client, js)
+	if err != nil {
 		return err
 	}
-	out, err := reconcileInPlaceRestart(js, pods.Items)
+	out, err := reconcileInPlaceRestart(js, pods)
 	if err != nil {
 		return err
 	}
@@ -244,7 +277,7 @@ func (r *Reconciler) createJobs(ctx context.Context, js *jobsetv1alpha2.JobSet, 
 	allowed := creatable(js, metav1.NewTime(r.opts.Clock.Now()))
 	var g errgroup.Group
 	g.SetLimit(maxParallelism)
-	for _, job := range desiredJobs(js) {
+	for _, job := range desiredJobs(js, r.opts.Gates.RestartJob) {
 		if exists[job.Name] || !allowed[job.Labels[jobsetv1alpha2.ReplicatedJobNameKey]] {
 			continue
 		}
@@ -281,27 +314,130 @@ func (r *Reconciler) ensureService(ctx context.Context, js *jobsetv1alpha2.JobSe
 	return nil
 }
 
-// suspendOrResume makes the active Jobs follow spec.suspend and keeps the Suspended condition.
-func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.JobSet, active []*batchv1.Job, now metav1.Time, events *[]event) error {
-	suspend := ptr.Deref(js.Spec.Suspend, false)
-	for _, job := range active {
-		if ptr.Deref(job.Spec.Suspend, false) == suspend {
-			continue
-		}
-		patch := client.MergeFrom(job.DeepCopy())
-		job.Spec.Suspend = ptr.To(suspend)
-		if err := r.client.Patch(ctx, job, patch); err != nil {
-			return fmt.Errorf("setting suspend=%t on Job %s: %w", suspend, job.Name, err)
+// ensureClaims creates the PVCs of the volume claim policies that do not exist yet; with the
+// Delete retention policy (the default) the JobSet owns them, so they go with it.
+func (r *Reconciler) ensureClaims(ctx context.Context, js *jobsetv1alpha2.JobSet) error {
+	var errs []error
+	for _, policy := range js.Spec.VolumeClaimPolicies {
+		owned := policy.RetentionPolicy == nil || policy.RetentionPolicy.WhenDeleted == nil ||
+			*policy.RetentionPolicy.WhenDeleted == jobsetv1alpha2.RetentionPolicyDelete
+		for _, t := range policy.Templates {
+			labels := maps.Clone(t.Labels)
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[jobsetv1alpha2.JobSetNameKey] = js.Name
+			pvc := &corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: claimName(js, t.Name), Namespace: js.Namespace, Labels: labels,
+					Annotations: maps.Clone(t.Annotations)},
+				Spec: *t.Spec.DeepCopy(),
+			}
+			if owned {
+				pvc.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(js, jobsetv1alpha2.GroupVersion.WithKind("JobSet"))}
+			}
+			if err := r.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+				errs = append(errs, fmt.Errorf("creating PVC %s: %w", pvc.Name, err))
+			}
 		}
 	}
-	if suspend {
+	return errors.Join(errs...)
+}
+
+// suspendOrResume makes the active Jobs follow spec.suspend and keeps the Suspended condition.
+// Resuming goes replicated Job by replicated Job: those whose dependencies are unmet wait, and
+// with startupPolicy InOrder the next one waits until the one before has started.
+func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.JobSet, active []*batchv1.Job, now metav1.Time, events *[]event) error {
+	if ptr.Deref(js.Spec.Suspend, false) {
+		for _, job := range active {
+			if ptr.Deref(job.Spec.Suspend, false) {
+				continue
+			}
+			patch := client.MergeFrom(job.DeepCopy())
+			job.Spec.Suspend = ptr.To(true)
+			if err := r.client.Patch(ctx, job, patch); err != nil {
+				return fmt.Errorf("suspending Job %s: %w", job.Name, err)
+			}
+		}
 		if setCondition(js, jobsetv1alpha2.JobSetSuspended, metav1.ConditionTrue, reasonSuspended, messageSuspended, now) {
 			*events = append(*events, event{corev1.EventTypeNormal, reasonSuspended, messageSuspended})
 		}
 		return nil
 	}
+	byReplicatedJob := map[string][]*batchv1.Job{}
+	for _, job := range active {
+		name := job.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
+		byReplicatedJob[name] = append(byReplicatedJob[name], job)
+	}
+	for i := range js.Spec.ReplicatedJobs {
+		rj := &js.Spec.ReplicatedJobs[i]
+		if !dependenciesMet(js, rj) {
+			continue
+		}
+		if inOrder(js) && started(rj, findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, rj.Name)) {
+			continue
+		}
+		for _, job := range byReplicatedJob[rj.Name] {
+			if ptr.Deref(job.Spec.Suspend, false) {
+				if err := r.resume(ctx, job, &rj.Template.Spec.Template); err != nil {
+					return err
+				}
+			}
+		}
+		if inOrder(js) {
+			setInOrderInProgress(js, now)
+			return nil
+		}
+	}
 	if setCondition(js, jobsetv1alpha2.JobSetSuspended, metav1.ConditionFalse, reasonResumed, messageResumed, now) {
 		*events = append(*events, event{corev1.EventTypeNormal, reasonResumed, messageResumed})
 	}
 	return nil
+}
+
+// resume unsuspends a Job. What a queueing controller such as Kueue may have changed in the
+// replicated Job's pod template while the JobSet was suspended (labels, annotations,
+// nodeSelector, tolerations, scheduling gates) is merged into the Job's template first; the
+// apiserver allows that only while the Job has no startTime, so a started Job's is cleared.
+func (r *Reconciler) resume(ctx context.Context, job *batchv1.Job, template *corev1.PodTemplateSpec) error {
+	if job.Status.StartTime != nil {
+		job.Status.StartTime = nil
+		if err := r.client.Status().Update(ctx, job); err != nil {
+			return fmt.Errorf("clearing the startTime of Job %s: %w", job.Name, err)
+		}
+	}
+	pod := &job.Spec.Template
+	pod.Labels = mergeMaps(pod.Labels, template.Labels)
+	pod.Annotations = mergeMaps(pod.Annotations, template.Annotations)
+	pod.Spec.NodeSelector = mergeMaps(pod.Spec.NodeSelector, template.Spec.NodeSelector)
+	pod.Spec.Tolerations = mergeSlices(pod.Spec.Tolerations, template.Spec.Tolerations)
+	pod.Spec.SchedulingGates = mergeSlices(pod.Spec.SchedulingGates, template.Spec.SchedulingGates)
+	job.Spec.Suspend = ptr.To(false)
+	if err := r.client.Update(ctx, job); err != nil {
+		return fmt.Errorf("resuming Job %s: %w", job.Name, err)
+	}
+	return nil
+}
+
+// mergeMaps returns base with every entry of over set (over wins).
+func mergeMaps(base, over map[string]string) map[string]string {
+	if len(over) == 0 {
+		return base
+	}
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, over)
+	return out
+}
+
+// mergeSlices returns base followed by the items of more that base does not already hold.
+func mergeSlices[T any](base, more []T) []T {
+	out := slices.Clone(base)
+	for _, item := range more {
+		if !slices.ContainsFunc(out, func(x T) bool { return apiequality.Semantic.DeepEqual(x, item) }) {
+			out = append(out, item)
+		}
+	}
+	return out
 }

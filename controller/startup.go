@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 )
@@ -46,26 +47,32 @@ func dependenciesMet(js *jobsetv1alpha2.JobSet, rj *jobsetv1alpha2.ReplicatedJob
 	return true
 }
 
-// creatable returns the replicated Jobs whose Jobs may be created now: with startupPolicy
-// InOrder, those up to the first one not yet started; otherwise those whose dependencies are met.
-// It keeps the startup-policy conditions.
+// inOrder reports whether the JobSet starts its replicated Jobs one after another.
+func inOrder(js *jobsetv1alpha2.JobSet) bool {
+	return js.Spec.StartupPolicy != nil && js.Spec.StartupPolicy.StartupPolicyOrder == jobsetv1alpha2.InOrder
+}
+
+func setInOrderInProgress(js *jobsetv1alpha2.JobSet, now metav1.Time) {
+	setCondition(js, jobsetv1alpha2.JobSetStartupPolicyInProgress, metav1.ConditionTrue, reasonInOrderInProgress, messageInOrderInProgress, now)
+	setCondition(js, jobsetv1alpha2.JobSetStartupPolicyCompleted, metav1.ConditionFalse, reasonInOrderInProgress, messageInOrderInProgress, now)
+}
+
+// creatable returns the replicated Jobs whose Jobs may be created now: those whose dependencies
+// are met and, with startupPolicy InOrder on a running JobSet, only up to the first one not yet
+// started. A suspended JobSet creates every Job (suspended); resuming then goes in order. It
+// keeps the startup-policy conditions.
 func creatable(js *jobsetv1alpha2.JobSet, now metav1.Time) map[string]bool {
 	ok := map[string]bool{}
-	inOrder := js.Spec.StartupPolicy != nil && js.Spec.StartupPolicy.StartupPolicyOrder == jobsetv1alpha2.InOrder
+	ordered := inOrder(js) && !ptr.Deref(js.Spec.Suspend, false)
 	for i := range js.Spec.ReplicatedJobs {
 		rj := &js.Spec.ReplicatedJobs[i]
-		if !inOrder {
-			ok[rj.Name] = dependenciesMet(js, rj)
-			continue
-		}
-		ok[rj.Name] = true
-		if !started(rj, findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, rj.Name)) {
-			setCondition(js, jobsetv1alpha2.JobSetStartupPolicyInProgress, metav1.ConditionTrue, reasonInOrderInProgress, messageInOrderInProgress, now)
-			setCondition(js, jobsetv1alpha2.JobSetStartupPolicyCompleted, metav1.ConditionFalse, reasonInOrderInProgress, messageInOrderInProgress, now)
+		ok[rj.Name] = dependenciesMet(js, rj)
+		if ordered && !started(rj, findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, rj.Name)) {
+			setInOrderInProgress(js, now)
 			return ok // the rest wait for this one
 		}
 	}
-	if inOrder {
+	if ordered {
 		setCondition(js, jobsetv1alpha2.JobSetStartupPolicyCompleted, metav1.ConditionTrue, reasonInOrderCompleted, messageInOrderCompleted, now)
 		setCondition(js, jobsetv1alpha2.JobSetStartupPolicyInProgress, metav1.ConditionFalse, reasonInOrderCompleted, messageInOrderCompleted, now)
 	}

@@ -25,6 +25,10 @@ import (
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 )
 
+// maxPerJobRestartReplicas bounds the replicas a per-Job restart action can count: the CRD's
+// jobRestarts lists hold at most this many entries.
+const maxPerJobRestartReplicas = 1024
+
 // Webhook paths, as upstream's controller-runtime markers generate them.
 const (
 	MutatingPath   = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
@@ -35,8 +39,8 @@ const (
 // §1.6-1.7), and adds the check KEP-467 asked for and upstream never built: an InPlaceRestart
 // JobSet must carry the in-place-restart agent.
 type Webhook struct {
-	// InPlaceRestart is JobSet's InPlaceRestart feature gate.
-	InPlaceRestart bool
+	// Gates are JobSet's feature gates.
+	Gates FeatureGates
 }
 
 var (
@@ -177,6 +181,15 @@ func (w *Webhook) ValidateCreate(_ context.Context, js *jobsetv1alpha2.JobSet) (
 					errs = append(errs, field.Invalid(path.Child("targetReplicatedJobs").Index(j), target, "no replicatedJob has this name"))
 				}
 			}
+			if w.Gates.RestartJob && (rule.Action == jobsetv1alpha2.RestartJob || rule.Action == jobsetv1alpha2.RestartJobAndIgnoreMaxRestarts) {
+				for k, rj := range js.Spec.ReplicatedJobs {
+					if rj.Replicas > maxPerJobRestartReplicas && (len(rule.TargetReplicatedJobs) == 0 || slices.Contains(rule.TargetReplicatedJobs, rj.Name)) {
+						errs = append(errs, field.Invalid(spec.Child("replicatedJobs").Index(k).Child("replicas"), rj.Replicas,
+							fmt.Sprintf("at most %d with the %s action of failure policy rule %s: the status counts restarts per Job in a list of at most %d",
+								maxPerJobRestartReplicas, rule.Action, rule.Name, maxPerJobRestartReplicas)))
+					}
+				}
+			}
 		}
 	}
 	for i, rj := range js.Spec.ReplicatedJobs {
@@ -196,7 +209,7 @@ func (w *Webhook) ValidateCreate(_ context.Context, js *jobsetv1alpha2.JobSet) (
 		}
 	}
 	if isInPlaceRestart(js) {
-		if !w.InPlaceRestart {
+		if !w.Gates.InPlaceRestart {
 			errs = append(errs, field.InternalError(nil, errors.New("InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled")))
 		} else {
 			inPlaceErrs, inPlaceWarnings := validateInPlaceRestart(js)
@@ -278,11 +291,13 @@ func hasAction(c *corev1.Container, action corev1.ContainerRestartRuleAction) bo
 	return slices.ContainsFunc(c.RestartPolicyRules, func(r corev1.ContainerRestartRule) bool { return r.Action == action })
 }
 
-// ValidateUpdate keeps replicatedJobs immutable, except the pod template's scheduling fields of
-// a suspended JobSet (labels, annotations, nodeSelector, tolerations, schedulingGates), as upstream.
+// ValidateUpdate keeps replicatedJobs immutable, except the pod template's scheduling fields
+// (labels, annotations, nodeSelector, tolerations, schedulingGates) of a JobSet that is or was
+// suspended, so that a queue can change them and resume in one update, as upstream.
 func (w *Webhook) ValidateUpdate(_ context.Context, old, js *jobsetv1alpha2.JobSet) (admission.Warnings, error) {
 	munged := slices.Clone(js.Spec.ReplicatedJobs)
-	if ptr.Deref(js.Spec.Suspend, false) && len(munged) == len(old.Spec.ReplicatedJobs) {
+	suspended := ptr.Deref(js.Spec.Suspend, false) || ptr.Deref(old.Spec.Suspend, false)
+	if suspended && len(munged) == len(old.Spec.ReplicatedJobs) {
 		for i := range munged {
 			munged[i] = *munged[i].DeepCopy()
 			pod, oldPod := &munged[i].Template.Spec.Template, &old.Spec.ReplicatedJobs[i].Template.Spec.Template
@@ -291,6 +306,7 @@ func (w *Webhook) ValidateUpdate(_ context.Context, old, js *jobsetv1alpha2.JobS
 		}
 	}
 	errs := apivalidation.ValidateImmutableField(munged, old.Spec.ReplicatedJobs, field.NewPath("spec", "replicatedJobs"))
+	errs = append(errs, apivalidation.ValidateImmutableField(js.Spec.ManagedBy, old.Spec.ManagedBy, field.NewPath("spec", "managedBy"))...)
 	return nil, invalid(js, errs)
 }
 

@@ -63,7 +63,7 @@ func TestValidateCreateInPlaceRestart(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(&js.Spec.ReplicatedJobs[0].Template.Spec)
 			}
-			_, err := (&Webhook{InPlaceRestart: tc.gate}).ValidateCreate(context.Background(), js)
+			_, err := (&Webhook{Gates: FeatureGates{InPlaceRestart: tc.gate}}).ValidateCreate(context.Background(), js)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)

@@ -39,7 +39,7 @@ func webhookInstallOptions() crenvtest.WebhookInstallOptions {
 func (c *Cluster) startJobSet(ctx context.Context, logger logr.Logger) error {
 	wio := c.env.WebhookInstallOptions
 	mgr, err := controller.NewManager(ctx, c.Config, controller.ManagerOptions{
-		Scheme: c.Scheme, Logger: logger.WithName("jobset"), Clock: c.Clock, InPlaceRestart: true,
+		Scheme: c.Scheme, Logger: logger.WithName("jobset"), Clock: c.Clock, Gates: controller.DefaultFeatureGates(),
 		Webhook:            &webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir},
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 	})

@@ -25,6 +25,10 @@ const (
 	// RestartsKey is status.restarts when the Job was made; Jobs below the current value belong
 	// to an earlier attempt and are deleted.
 	RestartsKey = "jobset.sigs.k8s.io/restart-attempt"
+	// JobRestartsKey is the Job's own restart attempt under the per-Job actions (RestartJob and
+	// RestartJobAndIgnoreMaxRestarts): its index's entry of replicatedJobsStatus[].jobRestarts.
+	// Stamped only while the RestartJob gate is on.
+	JobRestartsKey = "jobset.sigs.k8s.io/job-restart-attempt"
 	// GroupNameKey, GroupReplicasKey and JobGroupIndexKey place a Job within its replicatedJob's
 	// group.
 	GroupNameKey     = "jobset.sigs.k8s.io/group-name"

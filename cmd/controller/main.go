@@ -31,7 +31,9 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, then the in-cluster service account")
-	inPlace := fs.Bool("in-place-restart", true, "JobSet's InPlaceRestart feature gate (off upstream by default)")
+	gates := controller.DefaultFeatureGates()
+	fs.BoolVar(&gates.InPlaceRestart, "in-place-restart", gates.InPlaceRestart, "JobSet's InPlaceRestart feature gate (off upstream by default)")
+	fs.BoolVar(&gates.RestartJob, "restart-job", gates.RestartJob, "JobSet's RestartJob feature gate: the RestartJob actions recreate only the failed Job (off upstream by default)")
 	webhookEnabled := fs.Bool("webhook", true, "serve the JobSet admission webhook")
 	webhookPort := fs.Int("webhook-port", 9443, "port of the admission webhook")
 	certDir := fs.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with the webhook's tls.crt and tls.key")
@@ -65,7 +67,7 @@ func run(args []string) error {
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), jobsetv1alpha2.AddToScheme(scheme)); err != nil {
 		return err
 	}
-	opts := controller.ManagerOptions{Scheme: scheme, Logger: logger, InPlaceRestart: *inPlace,
+	opts := controller.ManagerOptions{Scheme: scheme, Logger: logger, Gates: gates,
 		MetricsBindAddress: *metrics, HealthProbeBindAddress: *probes,
 		LeaderElection: *leaderElect, LeaderElectionNamespace: *leaderNamespace}
 	if *webhookEnabled {
@@ -76,6 +78,6 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("Starting the JobSet controller", "inPlaceRestart", *inPlace, "webhook", *webhookEnabled)
+	logger.Info("Starting the JobSet controller", "inPlaceRestart", gates.InPlaceRestart, "restartJob", gates.RestartJob, "webhook", *webhookEnabled)
 	return mgr.Start(ctx)
 }

@@ -147,6 +147,9 @@ type Runtime struct {
 	seq  uint64
 	// nodeStorage backs hostPath volumes: per node and path, shared by that node's pods.
 	nodeStorage map[string]map[string]*vfs.Volume
+	// claimStorage backs persistentVolumeClaim volumes: per "<namespace>/<claim>", shared by every
+	// pod that mounts the claim on any node, as a ReadWriteMany volume would be.
+	claimStorage map[string]*vfs.Volume
 
 	procs sync.WaitGroup
 }
@@ -159,7 +162,8 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Notify == nil {
 		opts.Notify = func(types.UID) {}
 	}
-	return &Runtime{opts: opts, pods: map[types.UID]*sandbox{}, nodeStorage: map[string]map[string]*vfs.Volume{}}, nil
+	return &Runtime{opts: opts, pods: map[types.UID]*sandbox{}, nodeStorage: map[string]map[string]*vfs.Volume{},
+		claimStorage: map[string]*vfs.Volume{}}, nil
 }
 
 // sandbox is one pod's shared state.

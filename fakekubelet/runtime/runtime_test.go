@@ -189,3 +189,33 @@ func TestEnvOf(t *testing.T) {
 		t.Errorf("unresolved configMapKeyRef not reported: %v", err)
 	}
 }
+
+// A claim is one volume for every pod that mounts it, on any node, and it outlives the pods.
+func TestClaimVolumeIsShared(t *testing.T) {
+	h := newHarness(t)
+	claimPod := func(uid types.UID, node string) *corev1.Pod {
+		p := testPod()
+		p.UID, p.Name, p.Spec.NodeName = uid, string(uid), node
+		p.Spec.Volumes = []corev1.Volume{{Name: "ckpt", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ckpt-js"}}}}
+		return p
+	}
+	c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{{Name: "ckpt", MountPath: "/ckpt"}}}
+	writer, reader := claimPod("w", "n-0"), claimPod("r", "n-1")
+	h.rt.RunSandbox(writer, "10.64.0.2")
+	if _, err := h.rt.Start(writer, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, err := h.rt.Exec(context.Background(), writer.UID, "c", []string{"sh", "-c", "echo step-40 > /ckpt/latest"}); err != nil || code != 0 {
+		t.Fatalf("exec: %d %v", code, err)
+	}
+	h.rt.KillAll()
+	h.rt.RemovePod(writer.UID)
+	h.rt.RunSandbox(reader, "10.64.1.2")
+	if _, err := h.rt.Start(reader, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := h.rt.Exec(context.Background(), reader.UID, "c", []string{"cat", "/ckpt/latest"}); code != 0 || out != "step-40\n" {
+		t.Fatalf("a pod on another node, after the writer is gone, reads %q (exit %d)", out, code)
+	}
+}

@@ -23,9 +23,20 @@ func serviceAccountVolume(sb *sandbox, pod *corev1.Pod) *vfs.Volume {
 }
 
 // volume creates a pod volume; r.mu is held. emptyDir and every kind restartbed does not fill
-// start empty; hostPath is shared by the pods of one node; a projected volume carries the
+// start empty; hostPath is shared by the pods of one node; a persistentVolumeClaim by every pod
+// of the cluster that mounts the claim, and outlives them (restartbed has no storage
+// provisioner: any claim is taken as bound and ReadWriteMany); a projected volume carries the
 // service-account files a program reads (namespace, token) and its downward-API items.
 func (r *Runtime) volume(sb *sandbox, pod *corev1.Pod, v *corev1.Volume) *vfs.Volume {
+	if v.PersistentVolumeClaim != nil {
+		key := pod.Namespace + "/" + v.PersistentVolumeClaim.ClaimName
+		if vol := r.claimStorage[key]; vol != nil {
+			return vol
+		}
+		vol := sb.fs.NewVolume()
+		r.claimStorage[key] = vol
+		return vol
+	}
 	if v.HostPath != nil {
 		byPath := r.nodeStorage[sb.node]
 		if byPath == nil {
