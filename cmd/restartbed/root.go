@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // verbosity is the --verbosity flag, shared by every command.
@@ -20,10 +21,12 @@ var logger = logr.Discard()
 func setUpLogging(w io.Writer, v int) {
 	if v <= 0 {
 		klog.SetLogger(logr.Discard())
+		ctrllog.SetLogger(logr.Discard())
 		return
 	}
 	logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(v), textlogger.Output(w)))
 	klog.SetLogger(logger)
+	ctrllog.SetLogger(logger)
 }
 
 func newRootCommand() *cobra.Command {
@@ -41,6 +44,6 @@ and manifests can be exercised without a cluster.`,
 	}
 	root.PersistentFlags().IntVarP(&verbosity, "verbosity", "v", 0,
 		"log level of the in-process components on stderr (0: none; 2: state changes; 5: everything)")
-	root.AddCommand(newVersionCommand(), newAssetsCommand(), newDemoCommand())
+	root.AddCommand(newVersionCommand(), newAssetsCommand(), newDemoCommand(), newRunCommand())
 	return root
 }

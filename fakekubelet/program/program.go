@@ -96,6 +96,32 @@ type Rule struct {
 	Script string
 }
 
+// Problems lists what is wrong with the rule, each starting with the field it concerns (".image: ...")
+// or with ": " when it concerns the whole rule; none when it is valid.
+func (r Rule) Problems() []string {
+	var problems []string
+	set := 0
+	for _, b := range []bool{r.Builtin != "", r.Program != nil, r.Script != ""} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		problems = append(problems, ": exactly one of builtin, program and run must be set")
+	}
+	if r.Image != "" {
+		if _, err := compileGlob(r.Image); err != nil {
+			problems = append(problems, fmt.Sprintf(".image: bad glob %q: %v", r.Image, err))
+		}
+	}
+	if r.Builtin != "" {
+		if _, ok := builtin(r.Builtin); !ok {
+			problems = append(problems, fmt.Sprintf(".builtin: unknown program %q; known: %s", r.Builtin, strings.Join(Builtins(), ", ")))
+		}
+	}
+	return problems
+}
+
 // Matches reports whether the rule applies to the container.
 func (r Rule) Matches(c *corev1.Container) bool {
 	var image *regexp.Regexp
@@ -198,25 +224,8 @@ type Registry struct {
 func NewRegistry(rules []Rule) (*Registry, error) {
 	var problems []string
 	for i, r := range rules {
-		set := 0
-		for _, b := range []bool{r.Builtin != "", r.Program != nil, r.Script != ""} {
-			if b {
-				set++
-			}
-		}
-		if set != 1 {
-			problems = append(problems, fmt.Sprintf("programs[%d]: exactly one of builtin, program and run must be set", i))
-		}
-		if r.Image != "" {
-			if _, err := compileGlob(r.Image); err != nil {
-				problems = append(problems, fmt.Sprintf("programs[%d].image: bad glob %q: %v", i, r.Image, err))
-			}
-		}
-		if r.Builtin != "" {
-			if _, ok := builtin(r.Builtin); !ok {
-				problems = append(problems, fmt.Sprintf("programs[%d].builtin: unknown program %q; known: %s",
-					i, r.Builtin, strings.Join(Builtins(), ", ")))
-			}
+		for _, problem := range r.Problems() {
+			problems = append(problems, fmt.Sprintf("programs[%d]%s", i, problem))
 		}
 	}
 	if len(problems) > 0 {

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/envtest/controlplane"
+	"github.com/restartbed/restartbed/scenarios"
+)
+
+// Exit statuses of run (SCENARIOS.md, "Output").
+const (
+	exitFailed  = 1
+	exitInvalid = 2
+)
+
+func newRunCommand() *cobra.Command {
+	var parallel int
+	var junit, trace string
+	cmd := &cobra.Command{
+		Use:   "run FILE|DIR...",
+		Short: "Replay scenarios, each on a fresh cluster, and report every step",
+		Long: `run loads every scenario first (a directory stands for its *.yaml and *.yml files) and starts
+nothing if any is invalid. Each scenario then gets its own control plane, controllers and emulated
+nodes; its objects are applied and its steps run in order, one report line per step.
+
+Exit status: 0 every step of every scenario passed; 1 a step failed or a cluster could not run;
+2 a scenario file is invalid (each problem is shown as FILE:LINE: FIELD: message).
+
+The format is documented in docs/scenarios.md.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if parallel < 1 {
+				return exitError{code: exitInvalid, err: fmt.Errorf("-p must be at least 1, got %d", parallel)}
+			}
+			return runScenarios(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args, runFlags{parallel: parallel, junit: junit, trace: trace})
+		},
+	}
+	cmd.Flags().IntVarP(&parallel, "parallel", "p", 1, "scenarios to run at once, each with its own control plane")
+	cmd.Flags().StringVar(&junit, "junit", "", "write JUnit XML to this file (one testcase per step)")
+	cmd.Flags().StringVar(&trace, "trace", "", "write every observed object change to this file as JSON lines; with several scenarios, FILE gets each scenario's name before its extension")
+	return cmd
+}
+
+type runFlags struct {
+	parallel     int
+	junit, trace string
+}
+
+func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, flags runFlags) error {
+	all, err := scenarios.LoadAll(paths)
+	if err != nil {
+		var invalid *scenarios.InvalidError
+		if errors.As(err, &invalid) {
+			fmt.Fprintln(errOut, err)
+			return exitError{code: exitInvalid, err: fmt.Errorf("%d problem(s) in the scenario files; nothing was started", len(invalid.Problems))}
+		}
+		return exitError{code: exitInvalid, err: err}
+	}
+	// Build or find the control plane once, before any scenario starts its own.
+	if _, err := controlplane.Ensure(controlplane.Options{Progress: errOut}); err != nil {
+		return exitError{code: exitFailed, err: err}
+	}
+	progress := scenarios.SyncWriter(out)
+	results := make([]*scenarios.Result, len(all))
+	var traceFiles []*os.File
+	defer func() {
+		for _, f := range traceFiles {
+			_ = f.Close()
+		}
+	}()
+	traces := make([]io.Writer, len(all))
+	if flags.trace != "" {
+		for i, sc := range all {
+			name := flags.trace
+			if len(all) > 1 {
+				name = withSuffix(flags.trace, sc.Metadata.Name)
+			}
+			f, err := os.Create(name)
+			if err != nil {
+				return exitError{code: exitFailed, err: fmt.Errorf("--trace: %w", err)}
+			}
+			traceFiles = append(traceFiles, f)
+			traces[i] = f
+		}
+	}
+	// The upstream Job controller's back-off is process-wide, so scenarios of different timing
+	// profiles never run at the same time: each profile's scenarios run as one batch.
+	for _, batch := range batchesByTiming(all) {
+		sem := make(chan struct{}, flags.parallel)
+		var wg sync.WaitGroup
+		for _, i := range batch {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				results[i] = scenarios.Run(ctx, all[i], scenarios.RunOptions{Progress: progress, Trace: traces[i],
+					Configure: func(o *envtest.Options) { o.Logger = &logger }})
+			})
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if flags.junit != "" {
+		if err := writeJUnit(flags.junit, results); err != nil {
+			return exitError{code: exitFailed, err: err}
+		}
+	}
+	failed := 0
+	for _, r := range results {
+		if r == nil || !r.Passed() {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return exitError{code: exitFailed, err: fmt.Errorf("%d of %d scenario(s) failed", failed, len(all))}
+	}
+	fmt.Fprintf(out, "all %d scenario(s) passed\n", len(all))
+	return nil
+}
+
+// batchesByTiming groups scenario indexes by timing profile, in order of first appearance.
+func batchesByTiming(all []*scenarios.Scenario) [][]int {
+	var order []string
+	byTiming := map[string][]int{}
+	for i, sc := range all {
+		if _, ok := byTiming[sc.Spec.Timing]; !ok {
+			order = append(order, sc.Spec.Timing)
+		}
+		byTiming[sc.Spec.Timing] = append(byTiming[sc.Spec.Timing], i)
+	}
+	batches := make([][]int, 0, len(order))
+	for _, t := range order {
+		batches = append(batches, byTiming[t])
+	}
+	return batches
+}
+
+func writeJUnit(path string, results []*scenarios.Result) error {
+	var done []*scenarios.Result
+	for _, r := range results {
+		if r != nil {
+			done = append(done, r)
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--junit: %w", err)
+	}
+	if err := scenarios.WriteJUnit(f, done); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("--junit: %w", err)
+	}
+	return f.Close()
+}
+
+// withSuffix inserts -suffix before the file's extension: trace.jsonl → trace-name.jsonl.
+func withSuffix(path, suffix string) string {
+	for i := len(path) - 1; i >= 0 && path[i] != '/'; i-- {
+		if path[i] == '.' {
+			return path[:i] + "-" + suffix + path[i:]
+		}
+	}
+	return path + "-" + suffix
+}

@@ -1,0 +1,163 @@
+package scenarios
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/ext"
+)
+
+// The variables every expression sees (SCENARIOS.md, "CEL").
+const (
+	varPods     = "pods"
+	varJobs     = "jobs"
+	varJobSets  = "jobsets"
+	varServices = "services"
+	varEvents   = "events"
+	varNodes    = "nodes"
+	varCaptured = "captured"
+	varElapsed  = "elapsed"
+)
+
+// listVariables are the object lists, in the order docs/scenarios.md lists them.
+var listVariables = []string{varPods, varJobs, varJobSets, varServices, varEvents, varNodes}
+
+var (
+	envOnce sync.Once
+	celEnv  *cel.Env
+	envErr  error
+)
+
+// environment is the CEL environment of every expression: the standard library plus the
+// extension libraries docs/scenarios.md lists (strings, lists, sets, math).
+func environment() (*cel.Env, error) {
+	envOnce.Do(func() {
+		opts := []cel.EnvOption{
+			cel.Variable(varCaptured, cel.MapType(cel.StringType, cel.DynType)),
+			cel.Variable(varElapsed, cel.DurationType),
+			ext.Strings(), ext.Lists(), ext.Sets(), ext.Math(),
+			cel.OptionalTypes(),
+		}
+		for _, name := range listVariables {
+			opts = append(opts, cel.Variable(name, cel.ListType(cel.DynType)))
+		}
+		celEnv, envErr = cel.NewEnv(opts...)
+	})
+	return celEnv, envErr
+}
+
+var (
+	typeOfAnySlice = reflect.TypeFor[[]any]()
+	typeOfAnyMap   = reflect.TypeFor[map[string]any]()
+)
+
+var programs sync.Map // expression + kind → cel.Program
+
+// compile parses and checks an expression; wantBool requires a boolean result (waitFor, expect).
+func compile(source string, wantBool bool) (cel.Program, error) {
+	key := fmt.Sprintf("%t\x00%s", wantBool, source)
+	if p, ok := programs.Load(key); ok {
+		return p.(cel.Program), nil
+	}
+	env, err := environment()
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(source) == "" {
+		return nil, errors.New("empty expression")
+	}
+	ast, iss := env.Compile(source)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("CEL does not compile: %s", strings.ReplaceAll(iss.Err().Error(), "\n", "\n    "))
+	}
+	if wantBool && !ast.OutputType().IsExactType(types.BoolType) && !ast.OutputType().IsExactType(types.DynType) {
+		return nil, fmt.Errorf("CEL must be a boolean, this is a %s", ast.OutputType())
+	}
+	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil, fmt.Errorf("CEL: %w", err)
+	}
+	programs.Store(key, prg)
+	return prg, nil
+}
+
+// activation is what an expression reads.
+type activation map[string]any
+
+func newActivation(lists map[string][]any, captured map[string]any, elapsed time.Duration) activation {
+	a := activation{varCaptured: captured, varElapsed: elapsed}
+	for _, name := range listVariables {
+		l := lists[name]
+		if l == nil {
+			l = []any{}
+		}
+		a[name] = l
+	}
+	return a
+}
+
+// evalBool evaluates a boolean expression; an evaluation error is returned, not counted as false.
+func evalBool(prg cel.Program, a activation) (bool, error) {
+	v, err := eval(prg, a)
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("the expression gave %v (%T), not a boolean", v, v)
+	}
+	return b, nil
+}
+
+// eval evaluates an expression to a plain Go value (what a capture stores).
+func eval(prg cel.Program, a activation) (any, error) {
+	out, _, err := prg.Eval(map[string]any(a))
+	if err != nil {
+		return nil, err
+	}
+	return native(out)
+}
+
+// native converts a CEL value to plain Go values (lists, string-keyed maps, scalars) that a
+// later expression reads back the same way.
+func native(v ref.Val) (any, error) {
+	switch v.Type() {
+	case types.ListType:
+		items, err := v.ConvertToNative(typeOfAnySlice)
+		if err != nil {
+			return nil, err
+		}
+		list := items.([]any)
+		for i, item := range list {
+			if rv, ok := item.(ref.Val); ok {
+				if list[i], err = native(rv); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return list, nil
+	case types.MapType:
+		m, err := v.ConvertToNative(typeOfAnyMap)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]any{}
+		for k, item := range m.(map[string]any) {
+			if rv, ok := item.(ref.Val); ok {
+				if item, err = native(rv); err != nil {
+					return nil, err
+				}
+			}
+			out[k] = item
+		}
+		return out, nil
+	}
+	return v.Value(), nil
+}

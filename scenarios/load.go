@@ -1,0 +1,792 @@
+package scenarios
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/timing"
+)
+
+// Problem is one thing wrong with a scenario file.
+type Problem struct {
+	File string
+	// Line is 0 when the problem concerns the whole file.
+	Line int
+	// Path is the field, such as spec.steps[2].waitFor; empty for the whole document.
+	Path    string
+	Message string
+}
+
+func (p Problem) String() string {
+	where := p.File
+	if p.Line > 0 {
+		where = fmt.Sprintf("%s:%d", p.File, p.Line)
+	}
+	if p.Path == "" {
+		return where + ": " + p.Message
+	}
+	return where + ": " + p.Path + ": " + p.Message
+}
+
+// InvalidError lists every problem found in scenario files. Nothing has been started when it is
+// returned.
+type InvalidError struct {
+	Problems []Problem
+}
+
+func (e *InvalidError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// LoadAll loads scenario files; a directory stands for its *.yaml and *.yml files (not its
+// subdirectories), in name order. It reports every problem of every file at once, as an
+// *InvalidError.
+func LoadAll(paths []string) ([]*Scenario, error) {
+	var files []string
+	var problems []Problem
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			problems = append(problems, Problem{File: p, Message: "cannot read: " + unwrapPathError(err)})
+			continue
+		}
+		if !info.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			problems = append(problems, Problem{File: p, Message: "cannot read the directory: " + unwrapPathError(err)})
+			continue
+		}
+		n := len(files)
+		for _, e := range entries {
+			if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+				files = append(files, filepath.Join(p, e.Name()))
+			}
+		}
+		if len(files) == n {
+			problems = append(problems, Problem{File: p, Message: "the directory has no .yaml or .yml files"})
+		}
+	}
+	var out []*Scenario
+	names := map[string]string{}
+	for _, f := range files {
+		sc, err := Load(f)
+		var invalid *InvalidError
+		if errors.As(err, &invalid) {
+			problems = append(problems, invalid.Problems...)
+			continue
+		}
+		if other, dup := names[sc.Metadata.Name]; dup {
+			problems = append(problems, Problem{File: f, Path: "metadata.name",
+				Message: fmt.Sprintf("%q is also the name of the scenario in %s; names must be unique", sc.Metadata.Name, other)})
+			continue
+		}
+		names[sc.Metadata.Name] = f
+		out = append(out, sc)
+	}
+	if len(problems) > 0 {
+		return nil, &InvalidError{Problems: problems}
+	}
+	return out, nil
+}
+
+// Load reads one scenario file and checks all of it, the files it names and the CEL it holds.
+// Every problem comes back at once, as an *InvalidError with file:line.
+func Load(path string) (*Scenario, error) {
+	l := &loader{file: path, dir: filepath.Dir(path)}
+	sc := l.load()
+	if len(l.problems) > 0 {
+		return nil, &InvalidError{Problems: l.problems}
+	}
+	return sc, nil
+}
+
+// Parse checks a scenario given as bytes; file names the scenario in messages and anchors its
+// relative object files.
+func Parse(file string, data []byte) (*Scenario, error) {
+	l := &loader{file: file, dir: filepath.Dir(file)}
+	sc := l.parse(data)
+	if len(l.problems) > 0 {
+		return nil, &InvalidError{Problems: l.problems}
+	}
+	return sc, nil
+}
+
+type loader struct {
+	file, dir string
+	problems  []Problem
+}
+
+func (l *loader) addf(line int, path, format string, args ...any) {
+	l.problems = append(l.problems, Problem{File: l.file, Line: line, Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (l *loader) load() *Scenario {
+	data, err := os.ReadFile(l.file)
+	if err != nil {
+		l.addf(0, "", "cannot read: %s", unwrapPathError(err))
+		return nil
+	}
+	return l.parse(data)
+}
+
+func (l *loader) parse(data []byte) *Scenario {
+	doc, ok := l.document(data)
+	if !ok {
+		return nil
+	}
+	l.checkKnown(doc, reflect.TypeFor[Scenario](), "")
+	var sc Scenario
+	if err := doc.Decode(&sc); err != nil {
+		l.decodeError(err, "")
+		for i := range l.problems {
+			if p := &l.problems[i]; p.Path == "" && p.Line > 0 {
+				p.Path = pathAt(doc, p.Line, "")
+			}
+		}
+	}
+	if len(l.problems) > 0 {
+		return nil // the fields are not what the checks below expect
+	}
+	sc.File = l.file
+	l.validate(&sc, doc)
+	return &sc
+}
+
+// document parses data as exactly one YAML document with a mapping at its top.
+func (l *loader) document(data []byte) (*yaml.Node, bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			l.addf(0, "", "the file is empty; a scenario is one YAML document with apiVersion %s and kind %s", APIVersion, Kind)
+		} else {
+			l.decodeError(err, "")
+		}
+		return nil, false
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		l.addf(extra.Line, "", "a second YAML document: a scenario file holds one scenario (put manifests under spec.objects)")
+		return nil, false
+	} else if !errors.Is(err, io.EOF) {
+		l.decodeError(err, "")
+		return nil, false
+	}
+	doc := &root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind != yaml.MappingNode {
+		l.addf(doc.Line, "", "a scenario must be a YAML mapping with apiVersion, kind, metadata and spec")
+		return nil, false
+	}
+	return doc, true
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// decodeError turns a YAML error into problems with lines: yaml.v3 prefixes each message with
+// "line N:".
+func (l *loader) decodeError(err error, path string) {
+	var msgs []string
+	var typeErr *yaml.TypeError
+	var lineErr *lineError
+	switch {
+	case errors.As(err, &lineErr):
+		l.addf(lineErr.line, path, "%s", lineErr.msg)
+		return
+	case errors.As(err, &typeErr):
+		msgs = typeErr.Errors
+	default:
+		msgs = []string{err.Error()}
+	}
+	for _, m := range msgs {
+		if g := yamlLine.FindStringSubmatch(m); g != nil {
+			line, _ := strconv.Atoi(g[1])
+			l.addf(line, path, "%s", friendlyYAML(g[2]))
+			continue
+		}
+		l.addf(0, path, "%s", friendlyYAML(strings.TrimPrefix(m, "yaml: ")))
+	}
+}
+
+// friendlyYAML rewords yaml.v3's messages that name Go types.
+func friendlyYAML(msg string) string {
+	if strings.Contains(msg, "found character that cannot start any token") || strings.Contains(msg, "found a tab character") {
+		return msg + " (a tab? YAML indents with spaces only)"
+	}
+	if i := strings.Index(msg, " into "); strings.HasPrefix(msg, "cannot unmarshal ") && i > 0 {
+		what := strings.TrimPrefix(msg[:i], "cannot unmarshal ")
+		into := msg[i+len(" into "):]
+		switch {
+		case strings.Contains(into, "int"):
+			into = "a number"
+		case into == "bool":
+			into = "true or false"
+		case into == "string":
+			into = "a string"
+		case strings.HasPrefix(into, "[]"):
+			into = "a list"
+		case strings.HasPrefix(into, "map["), strings.Contains(into, "scenarios."):
+			into = "a mapping"
+		}
+		return fmt.Sprintf("got %s, want %s", strings.ReplaceAll(what, "!!", ""), into)
+	}
+	return msg
+}
+
+var (
+	yamlNodeType    = reflect.TypeFor[yaml.Node]()
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+)
+
+// checkKnown reports every mapping key that names no field of the type it decodes into, with the
+// fields that would be accepted there. yaml.v3 checks only the top level when asked to.
+func (l *loader) checkKnown(node *yaml.Node, t reflect.Type, path string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == yamlNodeType || reflect.PointerTo(t).Implements(unmarshalerType) || node.Kind == yaml.AliasNode {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if node.Kind != yaml.MappingNode {
+			return // Decode reports the wrong kind
+		}
+		fields := map[string]reflect.Type{}
+		var names []string
+		for f := range t.Fields() {
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" || !f.IsExported() {
+				continue
+			}
+			fields[tag] = f.Type
+			names = append(names, tag)
+		}
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			key, value := node.Content[i], node.Content[i+1]
+			ft, ok := fields[key.Value]
+			if !ok {
+				l.addf(key.Line, joinPath(path, key.Value), "unknown field%s; %s takes %s",
+					caseHint(key.Value, names), orTop(path), strings.Join(names, ", "))
+				continue
+			}
+			l.checkKnown(value, ft, joinPath(path, key.Value))
+		}
+	case reflect.Slice:
+		if node.Kind == yaml.SequenceNode {
+			for i, item := range node.Content {
+				l.checkKnown(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	case reflect.Map:
+		if node.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(node.Content); i += 2 {
+				l.checkKnown(node.Content[i+1], t.Elem(), joinPath(path, node.Content[i].Value))
+			}
+		}
+	}
+}
+
+// caseHint says which field a wrongly cased key meant.
+func caseHint(key string, names []string) string {
+	for _, n := range names {
+		if strings.EqualFold(n, key) {
+			return fmt.Sprintf(" (keys are case-sensitive: did you mean %q?)", n)
+		}
+	}
+	return ""
+}
+
+func orTop(path string) string {
+	if path == "" {
+		return "the scenario"
+	}
+	return path
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// pathAt returns the path of the deepest value that starts at the line, or "".
+func pathAt(node *yaml.Node, line int, path string) string {
+	found := ""
+	switch node.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			key, value := node.Content[i], node.Content[i+1]
+			p := joinPath(path, key.Value)
+			if key.Line == line || value.Line == line {
+				found = p
+			}
+			if deeper := pathAt(value, line, p); deeper != "" {
+				found = deeper
+			}
+		}
+	case yaml.SequenceNode:
+		for i, item := range node.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if deeper := pathAt(item, line, p); deeper != "" {
+				found = deeper
+			} else if item.Line == line && found == "" {
+				found = p
+			}
+		}
+	}
+	return found
+}
+
+// at finds the node at a path of mapping keys (string) and sequence indexes (int); it returns
+// the deepest node found, so a problem with an absent field points at its parent.
+func at(node *yaml.Node, path ...any) *yaml.Node {
+	for _, step := range path {
+		next := (*yaml.Node)(nil)
+		switch s := step.(type) {
+		case string:
+			if node.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(node.Content); i += 2 {
+					if node.Content[i].Value == s {
+						next = node.Content[i+1]
+					}
+				}
+			}
+		case int:
+			if node.Kind == yaml.SequenceNode && s < len(node.Content) {
+				next = node.Content[s]
+			}
+		}
+		if next == nil {
+			return node
+		}
+		node = next
+	}
+	return node
+}
+
+func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
+	line := func(path ...any) int { return at(doc, path...).Line }
+	if sc.APIVersion != APIVersion {
+		l.addf(line("apiVersion"), "apiVersion", "must be %s, got %q", APIVersion, sc.APIVersion)
+	}
+	if sc.Kind != Kind {
+		l.addf(line("kind"), "kind", "must be %s, got %q", Kind, sc.Kind)
+	}
+	if sc.Metadata.Name == "" {
+		l.addf(line("metadata"), "metadata.name", "required: name the scenario (a DNS-1123 name such as worker-crash-group-restart)")
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(sc.Metadata.Name) {
+			l.addf(line("metadata", "name"), "metadata.name", "%q: %s", sc.Metadata.Name, msg)
+		}
+	}
+	spec := &sc.Spec
+	if spec.Namespace == "" {
+		spec.Namespace = DefaultNamespace
+	}
+	for _, msg := range validation.IsDNS1123Label(spec.Namespace) {
+		l.addf(line("spec", "namespace"), "spec.namespace", "%q: %s", spec.Namespace, msg)
+	}
+	if spec.Timing == "" {
+		spec.Timing = "fast"
+	}
+	if _, err := timing.ByName(spec.Timing); err != nil {
+		l.addf(line("spec", "timing"), "spec.timing", "%v", err)
+	}
+	if _, err := envtest.ResolveFeatureGates(spec.FeatureGates); err != nil {
+		l.addf(line("spec", "featureGates"), "spec.featureGates", "%v", err)
+	}
+	l.validateNodes(sc, doc)
+	if k := spec.Controllers.KueueFailureRecovery; k != nil {
+		if k.Enabled {
+			l.addf(line("spec", "controllers", "kueueFailureRecovery", "enabled"), "spec.controllers.kueueFailureRecovery.enabled",
+				"Kueue's failure-recovery controller is not available in this version of restartbed")
+		}
+	}
+	for i, p := range spec.Programs {
+		path := fmt.Sprintf("spec.programs[%d]", i)
+		if p.Container == "" && p.Image == "" {
+			l.addf(line("spec", "programs", i), path, "set container, image or both: a rule must say which containers it is for")
+		}
+		rule := program.Rule{Container: p.Container, Image: p.Image, Builtin: p.Builtin, Script: p.Run}
+		for _, problem := range rule.Problems() {
+			field, msg, _ := strings.Cut(problem, ": ")
+			l.addf(line("spec", "programs", i), path+field, "%s", msg)
+		}
+	}
+	for i, src := range spec.Objects {
+		sc.Objects = append(sc.Objects, l.objects(src, at(doc, "spec", "objects", i), fmt.Sprintf("spec.objects[%d]", i))...)
+	}
+	steps := at(doc, "spec", "steps")
+	for i := range spec.Steps {
+		l.validateStep(sc, &spec.Steps[i], at(steps, i), fmt.Sprintf("spec.steps[%d]", i))
+	}
+}
+
+func (l *loader) validateNodes(sc *Scenario, doc *yaml.Node) {
+	if len(sc.Spec.Nodes) == 0 {
+		sc.Pools = []NodePoolSpec{{Name: DefaultPool, Count: 1}}
+		return
+	}
+	var pools []fakekubelet.NodePool
+	for i, n := range sc.Spec.Nodes {
+		path := fmt.Sprintf("spec.nodes[%d]", i)
+		node := at(doc, "spec", "nodes", i)
+		pool := NodePoolSpec{Name: n.Name, Count: 1, Labels: n.Labels, Capacity: corev1.ResourceList{}}
+		if n.Name == "" {
+			l.addf(node.Line, path+".name", "required: nodes are named <name>-0, <name>-1, ...")
+		}
+		if n.Count != nil {
+			pool.Count = *n.Count
+		}
+		for name, value := range n.Capacity {
+			q, err := resource.ParseQuantity(value)
+			if err != nil {
+				l.addf(at(node, "capacity", name).Line, path+".capacity."+name, "bad quantity %q: %v", value, err)
+				continue
+			}
+			pool.Capacity[corev1.ResourceName(name)] = q
+		}
+		if n.Taints.Kind != 0 {
+			if err := decodeKubernetes(&n.Taints, &pool.Taints); err != nil {
+				l.addf(n.Taints.Line, path+".taints", "%v", err)
+			}
+		}
+		sc.Pools = append(sc.Pools, pool)
+		pools = append(pools, fakekubelet.NodePool{Name: pool.Name, Count: pool.Count, Labels: pool.Labels, Capacity: pool.Capacity, Taints: pool.Taints})
+	}
+	if err := fakekubelet.ValidatePools(pools); err != nil && len(l.problems) == 0 {
+		for _, msg := range strings.Split(err.Error(), "\n") {
+			index := 0
+			if _, err := fmt.Sscanf(msg, "pools[%d]", &index); err != nil {
+				index = 0
+			}
+			l.addf(at(doc, "spec", "nodes", index).Line, "spec.nodes", "%s", strings.TrimPrefix(msg, "pools"))
+		}
+	}
+}
+
+// nodeNames are the names of the scenario's nodes.
+func (sc *Scenario) nodeNames() map[string]bool {
+	names := map[string]bool{}
+	for _, p := range sc.Pools {
+		for i := range p.Count {
+			names[fmt.Sprintf("%s-%d", p.Name, i)] = true
+		}
+	}
+	return names
+}
+
+// objects reads one object source: a file of YAML documents, or one inline manifest.
+func (l *loader) objects(src ObjectSource, node *yaml.Node, path string) []Object {
+	hasInline := src.Inline.Kind != 0
+	switch {
+	case src.File == "" && !hasInline:
+		l.addf(node.Line, path, "set file or inline")
+		return nil
+	case src.File != "" && hasInline:
+		l.addf(node.Line, path, "set file or inline, not both")
+		return nil
+	case hasInline:
+		obj, msg := toObject(&src.Inline)
+		if msg != "" {
+			l.addf(src.Inline.Line, path+".inline", "%s", msg)
+			return nil
+		}
+		return []Object{{Unstructured: obj, Origin: fmt.Sprintf("%s:%d", l.file, src.Inline.Line)}}
+	}
+	file := src.File
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(l.dir, file)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		l.addf(at(node, "file").Line, path+".file", "cannot read %s: %s", file, unwrapPathError(err))
+		return nil
+	}
+	objs, problems := ReadManifests(file, data)
+	if len(objs) == 0 && len(problems) == 0 {
+		l.addf(at(node, "file").Line, path+".file", "%s holds no manifest", file)
+	}
+	l.problems = append(l.problems, problems...)
+	return objs
+}
+
+// ReadManifests decodes the YAML documents of a manifest file, each with its line; empty
+// documents are skipped.
+func ReadManifests(file string, data []byte) ([]Object, []Problem) {
+	var objs []Object
+	var problems []Problem
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			sub := &loader{file: file}
+			sub.decodeError(err, "")
+			return objs, append(problems, sub.problems...)
+		}
+		content := &doc
+		if doc.Kind == yaml.DocumentNode {
+			if len(doc.Content) == 0 {
+				continue
+			}
+			content = doc.Content[0]
+		}
+		if content.Kind == yaml.ScalarNode && content.Tag == "!!null" {
+			continue
+		}
+		obj, msg := toObject(content)
+		if msg != "" {
+			problems = append(problems, Problem{File: file, Line: content.Line, Message: msg})
+			continue
+		}
+		objs = append(objs, Object{Unstructured: obj, Origin: fmt.Sprintf("%s:%d", file, content.Line)})
+	}
+	return objs, problems
+}
+
+// toObject converts a manifest to an unstructured object, or says why it is not one.
+func toObject(node *yaml.Node) (*unstructured.Unstructured, string) {
+	if node.Kind != yaml.MappingNode {
+		return nil, "a manifest must be a mapping with apiVersion, kind and metadata"
+	}
+	var m map[string]any
+	if err := node.Decode(&m); err != nil {
+		return nil, err.Error()
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Sprintf("not representable as JSON: %v", err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(data); err != nil {
+		return nil, err.Error()
+	}
+	if obj.GetName() == "" && obj.GetGenerateName() == "" {
+		return nil, fmt.Sprintf("%s has no metadata.name", obj.GetKind())
+	}
+	return obj, ""
+}
+
+// decodeKubernetes decodes a YAML node into a Kubernetes API type as the apiserver would read its
+// JSON, refusing unknown fields.
+func decodeKubernetes(node *yaml.Node, out any) error {
+	var v any
+	if err := node.Decode(&v); err != nil {
+		return err
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+// actions returns the names of the actions a step sets.
+func (s *Step) actions() []string {
+	var set []string
+	add := func(name string, ok bool) {
+		if ok {
+			set = append(set, name)
+		}
+	}
+	add("waitFor", s.WaitFor != nil)
+	add("expect", s.Expect != nil)
+	add("capture", s.Capture != nil)
+	add("sleep", s.Sleep != nil)
+	add("apply", s.Apply != nil)
+	add("delete", s.Delete != nil)
+	add("exitContainer", s.ExitContainer != nil)
+	add("oomKill", s.OOMKill != nil)
+	add("exec", s.Exec != nil)
+	add("failNode", s.FailNode != nil)
+	add("recoverNode", s.RecoverNode != nil)
+	add("restartKubelet", s.RestartKubelet != nil)
+	return set
+}
+
+// stepActions are the actions a step may take.
+var stepActions = []string{"waitFor", "expect", "capture", "sleep", "apply", "delete", "exitContainer", "oomKill", "exec",
+	"failNode", "recoverNode", "restartKubelet"}
+
+func (l *loader) validateStep(sc *Scenario, s *Step, node *yaml.Node, path string) {
+	s.Line = node.Line
+	actions := s.actions()
+	switch len(actions) {
+	case 0:
+		l.addf(node.Line, path, "no action: a step takes exactly one of %s", strings.Join(stepActions, ", "))
+		return
+	case 1:
+	default:
+		l.addf(node.Line, path, "%d actions (%s): a step takes exactly one; split it into %d steps",
+			len(actions), strings.Join(actions, ", "), len(actions))
+		return
+	}
+	if s.Timeout != nil && s.WaitFor == nil {
+		l.addf(at(node, "timeout").Line, path+".timeout", "only a waitFor step has a timeout")
+	}
+	expr := func(field, source string, wantBool bool) {
+		if _, err := compile(source, wantBool); err != nil {
+			l.addf(at(node, field).Line, path+"."+field, "%v", err)
+		}
+	}
+	switch {
+	case s.WaitFor != nil:
+		expr("waitFor", *s.WaitFor, true)
+	case s.Expect != nil:
+		expr("expect", *s.Expect, true)
+	case s.Capture != nil:
+		capture := at(node, "capture")
+		if len(s.Capture) == 0 {
+			l.addf(capture.Line, path+".capture", "nothing to capture: give key: CEL pairs")
+		}
+		for i := 0; i+1 < len(capture.Content); i += 2 {
+			key := capture.Content[i].Value
+			s.captureKeys = append(s.captureKeys, key)
+			if _, err := compile(s.Capture[key], false); err != nil {
+				l.addf(capture.Content[i+1].Line, path+".capture."+key, "%v", err)
+			}
+		}
+	case s.Apply != nil:
+		if len(s.Apply) == 0 {
+			l.addf(at(node, "apply").Line, path+".apply", "nothing to apply")
+		}
+		for i, src := range s.Apply {
+			s.ApplyObjects = append(s.ApplyObjects, l.objects(src, at(node, "apply", i), fmt.Sprintf("%s.apply[%d]", path, i))...)
+		}
+	case s.Delete != nil:
+		d := at(node, "delete")
+		if s.Delete.Kind == "" {
+			l.addf(d.Line, path+".delete.kind", "required: the kind of the object, such as Pod or JobSet")
+		}
+		if s.Delete.Name == "" {
+			l.addf(d.Line, path+".delete.name", "required: the name of the object")
+		}
+		if g := s.Delete.GracePeriodSeconds; g != nil && *g < 0 {
+			l.addf(at(d, "gracePeriodSeconds").Line, path+".delete.gracePeriodSeconds", "must not be negative, got %d", *g)
+		}
+	case s.ExitContainer != nil:
+		e := at(node, "exitContainer")
+		l.podRef(s.ExitContainer.Pod, at(e, "pod"), path+".exitContainer.pod")
+		l.required(s.ExitContainer.Container, e, path+".exitContainer.container")
+		if c := s.ExitContainer.ExitCode; c == nil {
+			l.addf(e.Line, path+".exitContainer.exitCode", "required: the code the process exits with (0-255)")
+		} else if *c < 0 || *c > 255 {
+			l.addf(at(e, "exitCode").Line, path+".exitContainer.exitCode", "must be 0-255, got %d", *c)
+		}
+	case s.OOMKill != nil:
+		e := at(node, "oomKill")
+		l.podRef(s.OOMKill.Pod, at(e, "pod"), path+".oomKill.pod")
+		l.required(s.OOMKill.Container, e, path+".oomKill.container")
+	case s.Exec != nil:
+		e := at(node, "exec")
+		l.podRef(s.Exec.Pod, at(e, "pod"), path+".exec.pod")
+		l.required(s.Exec.Container, e, path+".exec.container")
+		if len(s.Exec.Command) == 0 {
+			l.addf(e.Line, path+".exec.command", "required: the command and its arguments, such as [touch, /tmp/exit3]")
+		}
+	case s.FailNode != nil:
+		l.nodeTarget(sc, s.FailNode, at(node, "failNode"), path+".failNode")
+	case s.RecoverNode != nil:
+		l.nodeTarget(sc, s.RecoverNode, at(node, "recoverNode"), path+".recoverNode")
+	case s.RestartKubelet != nil:
+		l.nodeTarget(sc, s.RestartKubelet, at(node, "restartKubelet"), path+".restartKubelet")
+	}
+}
+
+func (l *loader) required(value string, node *yaml.Node, path string) {
+	if value == "" {
+		l.addf(node.Line, path, "required")
+	}
+}
+
+// podRef checks a POD: {name} or {selector, index}.
+func (l *loader) podRef(p PodRef, node *yaml.Node, path string) {
+	switch {
+	case p.Name == "" && p.Selector == "":
+		l.addf(node.Line, path, "give name, or selector (and index)")
+	case p.Name != "" && (p.Selector != "" || p.Index != nil):
+		l.addf(node.Line, path, "give name, or selector (and index), not both")
+	case p.Name != "":
+		for _, msg := range validation.IsDNS1123Subdomain(p.Name) {
+			l.addf(at(node, "name").Line, path+".name", "%q is not a pod name: %s", p.Name, msg)
+		}
+	default:
+		if _, err := labels.Parse(p.Selector); err != nil {
+			l.addf(at(node, "selector").Line, path+".selector", "bad label selector %q: %v", p.Selector, err)
+		}
+		if p.Index != nil && *p.Index < 0 {
+			l.addf(at(node, "index").Line, path+".index", "must not be negative, got %d", *p.Index)
+		}
+	}
+}
+
+// nodeTarget checks {node} or {nodeOf}; a named node must be one of the scenario's.
+func (l *loader) nodeTarget(sc *Scenario, t *NodeTarget, node *yaml.Node, path string) {
+	switch {
+	case t.Node == "" && t.NodeOf == nil:
+		l.addf(node.Line, path, "give node or nodeOf")
+	case t.Node != "" && t.NodeOf != nil:
+		l.addf(node.Line, path, "give node or nodeOf, not both")
+	case t.NodeOf != nil:
+		l.podRef(*t.NodeOf, at(node, "nodeOf"), path+".nodeOf")
+	default:
+		names := sc.nodeNames()
+		if !names[t.Node] {
+			known := make([]string, 0, len(names))
+			for n := range names {
+				known = append(known, n)
+			}
+			slices.Sort(known)
+			l.addf(at(node, "node").Line, path+".node", "no node %q in this scenario; its nodes are %s", t.Node, strings.Join(known, ", "))
+		}
+	}
+}
+
+// unwrapPathError drops the path an *os.PathError repeats.
+func unwrapPathError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

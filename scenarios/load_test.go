@@ -1,0 +1,153 @@
+package scenarios
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// valid is SCENARIOS.md's example, with its manifest file beside it.
+const valid = `apiVersion: restartbed.dev/v1alpha1
+kind: Scenario
+metadata:
+  name: worker-crash-group-restart
+spec:
+  description: free text, shown in reports
+  namespace: default
+  timing: fast
+  featureGates:
+    RestartAllContainersOnContainerExits: true
+  nodes:
+  - name: pool-a
+    count: 2
+    labels: {cloud.google.com/gke-nodepool: pool-a}
+    capacity: {cpu: "8", memory: 32Gi, pods: "110", google.com/tpu: "4"}
+    taints: []
+  controllers:
+    kueueFailureRecovery:
+      enabled: false
+      threshold: 60s
+  programs:
+  - container: in-place-restart-agent
+    image: "*agent*"
+    builtin: agent
+  - container: worker
+    run: |
+      sleep 3600
+  objects:
+  - file: manifests/jobset.yaml
+  - inline:
+      apiVersion: v1
+      kind: ServiceAccount
+      metadata: {name: agent}
+  steps:
+  - name: all pods running
+    waitFor: 'pods.size() == 4 && pods.all(p, p.status.phase == "Running")'
+    timeout: 60s
+  - capture:
+      uids: 'pods.map(p, p.metadata.uid)'
+  - exitContainer: {pod: {selector: "jobset.sigs.k8s.io/job-index=0", index: 0}, container: worker, exitCode: 3}
+  - waitFor: 'jobsets[0].status.currentInPlaceRestartAttempt == 1'
+    timeout: 30s
+  - expect: 'pods.map(p, p.metadata.uid) == captured.uids'
+`
+
+const manifest = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: one}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: two}
+`
+
+func write(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadTheContractsExample(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "manifests/jobset.yaml", manifest)
+	sc, err := Load(write(t, dir, "s.yaml", valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Objects) != 3 || sc.Objects[1].GetName() != "two" || sc.Objects[2].GetKind() != "ServiceAccount" {
+		t.Errorf("objects: %v", sc.Objects)
+	}
+	if !strings.HasSuffix(sc.Objects[1].Origin, "jobset.yaml:5") {
+		t.Errorf("origin of the second document: %s", sc.Objects[1].Origin)
+	}
+	if len(sc.Pools) != 1 || sc.Pools[0].Count != 2 || sc.Pools[0].Capacity.Name("google.com/tpu", "").String() != "4" {
+		t.Errorf("pools: %+v", sc.Pools)
+	}
+	if s := sc.Spec.Steps[2]; s.Line != 40 || s.ExitContainer.Pod.Selector == "" || *s.ExitContainer.ExitCode != 3 {
+		t.Errorf("step 2: line %d %+v", s.Line, s.ExitContainer)
+	}
+}
+
+func TestMalformedScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name, edit, want string
+	}{
+		{"unknown field", "  description: free text, shown in reports\n  descripton: typo\n", "s.yaml:7: spec.descripton: unknown field; spec takes description, "},
+		{"wrong case", "spec:\n  Namespace: x\n", "s.yaml:6: spec.Namespace: unknown field (keys are case-sensitive: did you mean \"namespace\"?)"},
+		{"unknown field in a step", "  - expect: 'pods.map(p, p.metadata.uid) == captured.uids'\n    timout: 5s\n", "s.yaml:44: spec.steps[4].timout: unknown field"},
+		{"bad CEL", "    waitFor: 'jobsets[0].status.currentInPlaceRestartAttempt == 1'\n", "s.yaml:41: spec.steps[3].waitFor: CEL does not compile"},
+		{"CEL that is not a boolean", "  - expect: 'pods.map(p, p.metadata.uid) == captured.uids'\n", "s.yaml:43: spec.steps[4].expect: CEL must be a boolean"},
+		{"missing file", "  - file: manifests/jobset.yaml\n", "s.yaml:29: spec.objects[0].file: cannot read "},
+		{"bad duration", "    timeout: 60s\n", "s.yaml:37: spec.steps[0].timeout: bad duration \"sixty\""},
+		{"two actions in a step", "  - expect: 'pods.map(p, p.metadata.uid) == captured.uids'\n", "s.yaml:43: spec.steps[4]: 2 actions (expect, sleep): a step takes exactly one"},
+		{"bad pod reference", "  - exitContainer: {pod: {selector: \"jobset.sigs.k8s.io/job-index=0\", index: 0}, container: worker, exitCode: 3}\n", "s.yaml:40: spec.steps[2].exitContainer.pod: give name, or selector (and index), not both"},
+		{"tab", "  timing: fast\n", "s.yaml:7: found a tab character that violates indentation (a tab? YAML indents with spaces only)"},
+		{"unknown node", "  - expect: 'pods.map(p, p.metadata.uid) == captured.uids'\n", "s.yaml:44: spec.steps[5].failNode.node: no node \"gpu-0\" in this scenario; its nodes are pool-a-0, pool-a-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			content := valid
+			switch tc.name {
+			case "missing file":
+			case "wrong case":
+				content = strings.Replace(valid, "spec:\n  description", "spec:\n  Namespace: x\n  description", 1)
+			case "bad CEL":
+				content = strings.Replace(valid, "currentInPlaceRestartAttempt == 1'", "currentInPlaceRestartAttempt == '", 1)
+			case "CEL that is not a boolean":
+				content = strings.Replace(valid, "== captured.uids'", "'", 1)
+			case "bad duration":
+				content = strings.Replace(valid, "timeout: 60s", "timeout: sixty", 1)
+			case "two actions in a step":
+				content = valid + "    sleep: 1s\n"
+			case "bad pod reference":
+				content = strings.Replace(valid, `{selector: "jobset.sigs.k8s.io/job-index=0", index: 0}`, `{name: p, selector: "a=b"}`, 1)
+			case "tab":
+				content = strings.Replace(valid, "  timing: fast", "\ttiming: fast", 1)
+			case "unknown node":
+				content = valid + "  - failNode: {node: gpu-0}\n"
+			default:
+				content = strings.Replace(valid, strings.SplitN(tc.edit, "\n", 2)[0]+"\n", tc.edit, 1)
+			}
+			if tc.name != "missing file" {
+				write(t, dir, "manifests/jobset.yaml", manifest)
+			}
+			_, err := Load(write(t, dir, "s.yaml", content))
+			var invalid *InvalidError
+			if !errors.As(err, &invalid) {
+				t.Fatalf("want an *InvalidError, got %v", err)
+			}
+			got := strings.ReplaceAll(err.Error(), dir+"/", "")
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("got:\n%s\nwant it to contain:\n%s", got, tc.want)
+			}
+		})
+	}
+}

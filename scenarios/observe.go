@@ -1,0 +1,270 @@
+package scenarios
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// watched are the resources the CEL variables hold; nodes are cluster-wide, the rest come from
+// the scenario's namespace.
+var watched = []struct {
+	variable   string
+	gvr        schema.GroupVersionResource
+	namespaced bool
+}{
+	{varPods, schema.GroupVersionResource{Version: "v1", Resource: "pods"}, true},
+	{varJobs, schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, true},
+	{varJobSets, schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}, true},
+	{varServices, schema.GroupVersionResource{Version: "v1", Resource: "services"}, true},
+	{varEvents, schema.GroupVersionResource{Version: "v1", Resource: "events"}, true},
+	{varNodes, schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, false},
+}
+
+// observer keeps the objects the expressions read, updated by one watch per resource, and
+// evaluates the pending waitFor after every change it is told of, so that a state the API held
+// only for a moment is still seen.
+type observer struct {
+	clock clock.PassiveClock
+
+	mu      sync.Mutex
+	objects map[string]map[string]map[string]any // variable → namespace/name → object
+	lists   map[string][]any                     // sorted views, rebuilt when stale
+	// captured holds the values of capture steps.
+	captured map[string]any
+	// start is when the first step started (elapsed counts from it); traceStart when the
+	// cluster started (trace times count from it).
+	start, traceStart time.Time
+	wait              *waiter
+	trace             *json.Encoder
+	traceErr          error
+}
+
+// waiter is a waitFor in progress.
+type waiter struct {
+	prg     cel.Program
+	done    chan struct{}
+	passed  bool
+	lastErr error
+	evals   int
+}
+
+func newObserver(clk clock.PassiveClock, trace io.Writer) *observer {
+	o := &observer{clock: clk, objects: map[string]map[string]map[string]any{}, lists: map[string][]any{},
+		captured: map[string]any{}, traceStart: clk.Now()}
+	for _, w := range watched {
+		o.objects[w.variable] = map[string]map[string]any{}
+	}
+	if trace != nil {
+		o.trace = json.NewEncoder(trace)
+	}
+	return o
+}
+
+// watch starts the informers and returns once they have synced.
+func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, namespace string) error {
+	namespaced := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil)
+	cluster := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	for _, w := range watched {
+		factory := cluster
+		if w.namespaced {
+			factory = namespaced
+		}
+		variable := w.variable
+		_, err := factory.ForResource(w.gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { o.changed(variable, "ADDED", obj) },
+			UpdateFunc: func(_, obj any) { o.changed(variable, "MODIFIED", obj) },
+			DeleteFunc: func(obj any) { o.changed(variable, "DELETED", obj) },
+		})
+		if err != nil {
+			return err
+		}
+	}
+	namespaced.Start(ctx.Done())
+	cluster.Start(ctx.Done())
+	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{namespaced, cluster} {
+		for gvr, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("watching %s did not sync", gvr.Resource)
+			}
+		}
+	}
+	return nil
+}
+
+// traceLine is one line of --trace.
+type traceLine struct {
+	// Time is the scenario time in seconds since the cluster started.
+	Time      float64        `json:"time"`
+	Type      string         `json:"type"`
+	Kind      string         `json:"kind"`
+	Namespace string         `json:"namespace,omitempty"`
+	Name      string         `json:"name"`
+	Object    map[string]any `json:"object"`
+}
+
+func (o *observer) changed(variable, change string, obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := u.GetNamespace() + "/" + u.GetName()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if change == "DELETED" {
+		delete(o.objects[variable], key)
+	} else {
+		o.objects[variable][key] = u.Object
+	}
+	delete(o.lists, variable)
+	if o.trace != nil && o.traceErr == nil {
+		o.traceErr = o.trace.Encode(traceLine{Time: o.clock.Since(o.traceStart).Seconds(), Type: change, Kind: u.GetKind(),
+			Namespace: u.GetNamespace(), Name: u.GetName(), Object: u.Object})
+	}
+	o.evaluateLocked()
+}
+
+// activationLocked is the expressions' view of now; o.mu is held.
+func (o *observer) activationLocked() activation {
+	for _, name := range listVariables {
+		if _, fresh := o.lists[name]; fresh {
+			continue
+		}
+		objs := o.objects[name]
+		keys := make([]string, 0, len(objs))
+		for k := range objs {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b string) int {
+			return cmp.Or(cmp.Compare(nameOf(objs[a]), nameOf(objs[b])), cmp.Compare(a, b))
+		})
+		list := make([]any, len(keys))
+		for i, k := range keys {
+			list[i] = objs[k]
+		}
+		o.lists[name] = list
+	}
+	var elapsed time.Duration
+	if !o.start.IsZero() {
+		elapsed = o.clock.Since(o.start)
+	}
+	return newActivation(o.lists, o.captured, elapsed)
+}
+
+func nameOf(obj map[string]any) string {
+	name, _, _ := unstructured.NestedString(obj, "metadata", "name")
+	return name
+}
+
+// evaluateLocked evaluates the pending waitFor; o.mu is held.
+func (o *observer) evaluateLocked() {
+	w := o.wait
+	if w == nil || w.passed {
+		return
+	}
+	w.evals++
+	ok, err := evalBool(w.prg, o.activationLocked())
+	if err != nil {
+		w.lastErr = err
+		return
+	}
+	if ok {
+		w.passed = true
+		close(w.done)
+	}
+}
+
+// startWait makes prg the pending waitFor and evaluates it at once.
+func (o *observer) startWait(prg cel.Program) *waiter {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.wait = &waiter{prg: prg, done: make(chan struct{})}
+	o.evaluateLocked()
+	return o.wait
+}
+
+func (o *observer) stopWait() (lastErr error, evals int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w := o.wait
+	o.wait = nil
+	return w.lastErr, w.evals
+}
+
+// eval evaluates an expression against the current state.
+func (o *observer) eval(prg cel.Program) (any, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return eval(prg, o.activationLocked())
+}
+
+// capture stores a captured value (later expressions see a new map; earlier ones keep theirs).
+func (o *observer) capture(key string, value any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	next := make(map[string]any, len(o.captured)+1)
+	for k, v := range o.captured {
+		next[k] = v
+	}
+	next[key] = value
+	o.captured = next
+}
+
+// warnings returns the last n Warning events as "Kind/name: Reason: message", oldest first.
+func (o *observer) warnings(n int) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	type warning struct {
+		at, text string
+	}
+	var all []warning
+	for _, e := range o.objects[varEvents] {
+		if e["type"] != "Warning" {
+			continue
+		}
+		kind, _, _ := unstructured.NestedString(e, "involvedObject", "kind")
+		name, _, _ := unstructured.NestedString(e, "involvedObject", "name")
+		at, _, _ := unstructured.NestedString(e, "lastTimestamp")
+		if at == "" {
+			at, _, _ = unstructured.NestedString(e, "eventTime")
+		}
+		all = append(all, warning{at, fmt.Sprintf("%s/%s: %v: %v", kind, name, e["reason"], e["message"])})
+	}
+	slices.SortStableFunc(all, func(a, b warning) int { return cmp.Compare(a.at, b.at) })
+	if len(all) > n {
+		all = all[len(all)-n:]
+	}
+	out := make([]string, len(all))
+	for i, w := range all {
+		out[i] = w.text
+	}
+	return out
+}
+
+// pods returns the pods as last observed, sorted by name.
+func (o *observer) pods() []map[string]any {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	list := o.activationLocked()[varPods].([]any)
+	out := make([]map[string]any, len(list))
+	for i, p := range list {
+		out[i] = p.(map[string]any)
+	}
+	return out
+}

@@ -1,0 +1,234 @@
+package scenarios
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// reporter writes a scenario's report as it runs. Lines are prefixed with the scenario's name,
+// so that scenarios running in parallel can share a writer.
+type reporter struct {
+	w  io.Writer
+	sc *Scenario
+}
+
+// lockedWriter serializes whole writes to w; Run's reports write one line at a time.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// SyncWriter returns a writer that scenarios running in parallel can share.
+func SyncWriter(w io.Writer) io.Writer { return &lockedWriter{w: w} }
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (r *reporter) printf(format string, args ...any) {
+	if r.w == nil {
+		return
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(fmt.Sprintf(format, args...), "\n"), "\n") {
+		fmt.Fprintf(&b, "%s | %s\n", r.sc.Metadata.Name, line)
+	}
+	_, _ = io.WriteString(r.w, b.String())
+}
+
+func (r *reporter) header() {
+	desc := strings.Join(strings.Fields(r.sc.Spec.Description), " ")
+	if desc != "" {
+		desc = ": " + desc
+	}
+	r.printf("RUN %s (%s, timing %s)%s", r.sc.Metadata.Name, r.sc.File, r.sc.Spec.Timing, desc)
+}
+
+func (r *reporter) step(s StepResult) {
+	r.printf("%3d  %-4s  %7s  at %-7s  %s", s.Index, s.Status, round(s.Took), round(s.At), oneLine(s.Title, 100))
+	if s.Failure != "" {
+		r.printf("%s", indent(s.Failure))
+	}
+}
+
+func (r *reporter) summary(res *Result) {
+	if res.Err != nil {
+		r.printf("ERROR %v", res.Err)
+	}
+	passed, skipped := 0, 0
+	for _, s := range res.Steps {
+		switch s.Status {
+		case Passed:
+			passed++
+		case Skipped:
+			skipped++
+		}
+	}
+	verdict := "PASS"
+	if !res.Passed() {
+		verdict = "FAIL"
+	}
+	r.printf("%s %s: %d/%d steps passed, %d skipped (wall %s)", verdict, r.sc.Metadata.Name, passed, len(res.Steps), skipped, round(res.Wall))
+}
+
+func round(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		return s[:max-3] + "..."
+	}
+	return s
+}
+
+// podTable shows the pods the way a reader needs them to see why a step failed: phase, the
+// conditions that hold, each container's state and restart count.
+func podTable(pods []map[string]any) string {
+	if len(pods) == 0 {
+		return "pods: none in the scenario's namespace\n"
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tNODE\tPHASE\tCONDITIONS\tCONTAINERS (state, restarts)")
+	for _, p := range pods {
+		name, _, _ := unstructured.NestedString(p, "metadata", "name")
+		if ts, ok, _ := unstructured.NestedString(p, "metadata", "deletionTimestamp"); ok && ts != "" {
+			name += " (terminating)"
+		}
+		node, _, _ := unstructured.NestedString(p, "spec", "nodeName")
+		phase, _, _ := unstructured.NestedString(p, "status", "phase")
+		var conds []string
+		list, _, _ := unstructured.NestedSlice(p, "status", "conditions")
+		for _, c := range list {
+			cm, _ := c.(map[string]any)
+			if cm["status"] == "True" {
+				conds = append(conds, fmt.Sprint(cm["type"]))
+			}
+		}
+		var containers []string
+		for _, field := range []string{"initContainerStatuses", "containerStatuses"} {
+			statuses, _, _ := unstructured.NestedSlice(p, "status", field)
+			for _, s := range statuses {
+				sm, _ := s.(map[string]any)
+				containers = append(containers, fmt.Sprintf("%v=%s/%v", sm["name"], containerState(sm), sm["restartCount"]))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, orDash(node), orDash(phase), orDash(strings.Join(conds, ",")), orDash(strings.Join(containers, " ")))
+	}
+	_ = tw.Flush()
+	return b.String()
+}
+
+// containerState is running, waiting(Reason) or terminated(Reason:code).
+func containerState(status map[string]any) string {
+	state, _ := status["state"].(map[string]any)
+	for _, kind := range []string{"running", "waiting", "terminated"} {
+		s, ok := state[kind].(map[string]any)
+		if !ok {
+			continue
+		}
+		switch kind {
+		case "waiting":
+			return fmt.Sprintf("waiting(%v)", s["reason"])
+		case "terminated":
+			return fmt.Sprintf("terminated(%v:%v)", s["reason"], s["exitCode"])
+		}
+		return kind
+	}
+	return "unknown"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// JUnit XML: one testsuite per scenario, one testcase per step.
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Errors   int         `xml:"errors,attr"`
+	Skipped  int         `xml:"skipped,attr"`
+	Time     float64     `xml:"time,attr"`
+	File     string      `xml:"file,attr,omitempty"`
+	Error    *junitError `xml:"error,omitempty"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      float64       `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	Skipped   *struct{}     `xml:"skipped,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+type junitError struct {
+	Message string `xml:"message,attr"`
+}
+
+// WriteJUnit writes the results as JUnit XML.
+func WriteJUnit(w io.Writer, results []*Result) error {
+	sorted := append([]*Result(nil), results...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Scenario.Metadata.Name < sorted[j].Scenario.Metadata.Name })
+	var doc junitSuites
+	for _, res := range sorted {
+		suite := junitSuite{Name: res.Scenario.Metadata.Name, File: res.Scenario.File, Time: res.Wall.Seconds()}
+		if res.Err != nil {
+			suite.Errors = 1
+			suite.Error = &junitError{Message: res.Err.Error()}
+		}
+		for _, s := range res.Steps {
+			c := junitCase{Name: fmt.Sprintf("%d %s", s.Index, oneLine(s.Title, 200)), Classname: res.Scenario.Metadata.Name, Time: s.Took.Seconds()}
+			switch s.Status {
+			case Failed:
+				suite.Failures++
+				c.Failure = &junitFailure{Message: strings.SplitN(s.Failure, "\n", 2)[0], Text: s.Failure}
+			case Skipped:
+				suite.Skipped++
+				c.Skipped = &struct{}{}
+			}
+			suite.Cases = append(suite.Cases, c)
+		}
+		suite.Tests = len(suite.Cases)
+		doc.Suites = append(doc.Suites, suite)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}

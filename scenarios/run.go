@@ -1,0 +1,505 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/timing"
+)
+
+// FieldManager is the field owner of what a scenario applies.
+const FieldManager = "restartbed-scenario"
+
+// reevaluateEvery bounds how long a waitFor that reads only `elapsed` waits past its moment
+// when no object changes.
+const reevaluateEvery = 100 * time.Millisecond
+
+// RunOptions configure Run.
+type RunOptions struct {
+	// Progress receives the report as it goes: a header, one line per step, failure details and
+	// a summary. Nil: nothing.
+	Progress io.Writer
+	// Trace receives every observed object change as a JSON line. Nil: nothing.
+	Trace io.Writer
+	// Configure adjusts the cluster's options before it starts (control-plane assets, logs).
+	Configure func(*envtest.Options)
+}
+
+// Status is the outcome of a step.
+type Status string
+
+// Step outcomes.
+const (
+	Passed  Status = "PASS"
+	Failed  Status = "FAIL"
+	Skipped Status = "SKIP"
+)
+
+// StepResult is what became of one step.
+type StepResult struct {
+	// Index counts from 1, as the report shows it.
+	Index int
+	Title string
+	Status
+	// Took is the scenario time the step took; At is the scenario time when it ended.
+	Took, At time.Duration
+	// Failure explains a failed step: what was expected, the last evaluation error, the pods.
+	Failure string
+}
+
+// Result is what became of a scenario.
+type Result struct {
+	Scenario *Scenario
+	Steps    []StepResult
+	// Err is a failure outside the steps: the cluster did not start, an object was refused.
+	Err error
+	// Wall is the wall time of the whole run, cluster start-up included.
+	Wall time.Duration
+}
+
+// Passed reports whether the scenario passed.
+func (r *Result) Passed() bool {
+	if r.Err != nil {
+		return false
+	}
+	for _, s := range r.Steps {
+		if s.Status != Passed {
+			return false
+		}
+	}
+	return true
+}
+
+// ClusterOptions are the envtest options a scenario asks for.
+func (sc *Scenario) ClusterOptions() envtest.Options {
+	profile, _ := timing.ByName(sc.Spec.Timing)
+	opts := envtest.Options{FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true}
+	for _, p := range sc.Pools {
+		opts.Nodes = append(opts.Nodes, fakekubelet.NodePool{Name: p.Name, Count: p.Count, Labels: p.Labels,
+			Capacity: p.Capacity, Taints: p.Taints})
+	}
+	for _, p := range sc.Spec.Programs {
+		opts.Programs = append(opts.Programs, program.Rule{Container: p.Container, Image: p.Image, Builtin: p.Builtin, Script: p.Run})
+	}
+	return opts
+}
+
+// Run runs a loaded scenario on a fresh cluster and stops the cluster before it returns.
+func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
+	wallStart := time.Now()
+	res := &Result{Scenario: sc}
+	rep := &reporter{w: opts.Progress, sc: sc}
+	rep.header()
+	defer func() {
+		res.Wall = time.Since(wallStart)
+		rep.summary(res)
+	}()
+	clusterOpts := sc.ClusterOptions()
+	if opts.Configure != nil {
+		opts.Configure(&clusterOpts)
+	}
+	cluster, err := envtest.Start(ctx, clusterOpts)
+	if err != nil {
+		res.Err = fmt.Errorf("starting the cluster: %w", err)
+		res.skipAll(0)
+		return res
+	}
+	defer func() {
+		if err := cluster.Stop(); err != nil && res.Err == nil {
+			res.Err = fmt.Errorf("stopping the cluster: %w", err)
+		}
+	}()
+	// The watches end before the cluster stops, so that the apiserver has no request to drain.
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	r := &runner{sc: sc, cluster: cluster, obs: newObserver(cluster.Clock, opts.Trace), rep: rep}
+	if err := r.setUp(ctx, watchCtx); err != nil {
+		res.Err = err
+		res.skipAll(0)
+		return res
+	}
+	r.obs.mu.Lock()
+	r.obs.start = cluster.Clock.Now()
+	r.obs.mu.Unlock()
+	for i := range sc.Spec.Steps {
+		step := &sc.Spec.Steps[i]
+		began := cluster.Clock.Now()
+		failure := r.step(ctx, step)
+		sr := StepResult{Index: i + 1, Title: step.title(), Status: Passed, Took: cluster.Clock.Since(began),
+			At: cluster.Clock.Since(r.obs.start), Failure: failure}
+		if failure != "" {
+			sr.Status = Failed
+		}
+		res.Steps = append(res.Steps, sr)
+		rep.step(sr)
+		if sr.Status == Failed || ctx.Err() != nil {
+			res.skipAll(i + 1)
+			break
+		}
+	}
+	if r.obs.traceErr != nil {
+		res.Err = fmt.Errorf("writing the trace: %w", r.obs.traceErr)
+	}
+	return res
+}
+
+// skipAll records the steps from index on as skipped.
+func (r *Result) skipAll(from int) {
+	for i := from; i < len(r.Scenario.Spec.Steps); i++ {
+		r.Steps = append(r.Steps, StepResult{Index: i + 1, Title: r.Scenario.Spec.Steps[i].title(), Status: Skipped})
+	}
+}
+
+// title is the step's name, or its action with its main argument.
+func (s *Step) title() string {
+	if s.Name != "" {
+		return s.Name
+	}
+	switch {
+	case s.WaitFor != nil:
+		return "waitFor " + *s.WaitFor
+	case s.Expect != nil:
+		return "expect " + *s.Expect
+	case s.Capture != nil:
+		return "capture " + strings.Join(s.captureKeys, ", ")
+	case s.Sleep != nil:
+		return "sleep " + s.Sleep.String()
+	case s.Apply != nil:
+		return fmt.Sprintf("apply %d object(s)", len(s.ApplyObjects))
+	case s.Delete != nil:
+		return fmt.Sprintf("delete %s %s", s.Delete.Kind, s.Delete.Name)
+	case s.ExitContainer != nil:
+		return fmt.Sprintf("exitContainer %s/%s %d", s.ExitContainer.Pod, s.ExitContainer.Container, *s.ExitContainer.ExitCode)
+	case s.OOMKill != nil:
+		return fmt.Sprintf("oomKill %s/%s", s.OOMKill.Pod, s.OOMKill.Container)
+	case s.Exec != nil:
+		return fmt.Sprintf("exec %s/%s %s", s.Exec.Pod, s.Exec.Container, strings.Join(s.Exec.Command, " "))
+	case s.FailNode != nil:
+		return "failNode " + s.FailNode.String()
+	case s.RecoverNode != nil:
+		return "recoverNode " + s.RecoverNode.String()
+	case s.RestartKubelet != nil:
+		return "restartKubelet " + s.RestartKubelet.String()
+	}
+	return "step"
+}
+
+func (t *NodeTarget) String() string {
+	if t.NodeOf != nil {
+		return "nodeOf " + t.NodeOf.String()
+	}
+	return t.Node
+}
+
+type runner struct {
+	sc      *Scenario
+	cluster *envtest.Cluster
+	dyn     dynamic.Interface
+	obs     *observer
+	rep     *reporter
+}
+
+// setUp creates the namespace, starts watching and applies the scenario's objects.
+func (r *runner) setUp(ctx, watchCtx context.Context) error {
+	var err error
+	if r.dyn, err = dynamic.NewForConfig(r.cluster.Config); err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.sc.Spec.Namespace}}
+	if err := r.cluster.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+	}
+	if err := r.obs.watch(watchCtx, r.dyn, r.sc.Spec.Namespace); err != nil {
+		return err
+	}
+	return r.apply(ctx, r.sc.Objects)
+}
+
+// apply creates or updates objects by server-side apply, in order; an object with only a
+// generateName is created.
+func (r *runner) apply(ctx context.Context, objs []Object) error {
+	for _, obj := range objs {
+		u := obj.DeepCopy()
+		gvk := u.GroupVersionKind()
+		mapping, err := r.cluster.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s: %s %s: the cluster does not serve this kind: %w", obj.Origin, u.GetAPIVersion(), u.GetKind(), err)
+		}
+		var ri dynamic.ResourceInterface = r.dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			if u.GetNamespace() == "" {
+				u.SetNamespace(r.sc.Spec.Namespace)
+			}
+			ri = r.dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
+		}
+		if u.GetName() == "" {
+			_, err = ri.Create(ctx, u, metav1.CreateOptions{FieldManager: FieldManager})
+		} else {
+			_, err = ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		}
+		if err != nil {
+			return fmt.Errorf("%s: applying %s %s: %w", obj.Origin, u.GetKind(), u.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// step runs one step and returns why it failed, or "".
+func (r *runner) step(ctx context.Context, s *Step) string {
+	clk := r.cluster.Clock
+	switch {
+	case s.WaitFor != nil:
+		return r.waitFor(ctx, s)
+	case s.Expect != nil:
+		prg, _ := compile(*s.Expect, true)
+		v, err := r.obs.eval(prg)
+		if err != nil {
+			return r.explain("expect", *s.Expect, err)
+		}
+		if v != true {
+			return r.explain("expect", *s.Expect, nil)
+		}
+	case s.Capture != nil:
+		for _, key := range s.captureKeys {
+			prg, _ := compile(s.Capture[key], false)
+			v, err := r.obs.eval(prg)
+			if err != nil {
+				return r.explain("capture "+key, s.Capture[key], err)
+			}
+			r.obs.capture(key, v)
+		}
+	case s.Sleep != nil:
+		select {
+		case <-clk.After(s.Sleep.Duration):
+		case <-ctx.Done():
+			return ctx.Err().Error()
+		}
+	case s.Apply != nil:
+		if err := r.apply(ctx, s.ApplyObjects); err != nil {
+			return err.Error()
+		}
+	case s.Delete != nil:
+		if err := r.delete(ctx, s.Delete); err != nil {
+			return err.Error()
+		}
+	case s.ExitContainer != nil:
+		return r.onPod(ctx, s.ExitContainer.Pod, func(pod *corev1.Pod) error {
+			return r.cluster.Kubelet.ExitContainer(pod.Namespace, pod.Name, s.ExitContainer.Container, *s.ExitContainer.ExitCode)
+		})
+	case s.OOMKill != nil:
+		return r.onPod(ctx, s.OOMKill.Pod, func(pod *corev1.Pod) error {
+			return r.cluster.Kubelet.OOMKill(pod.Namespace, pod.Name, s.OOMKill.Container)
+		})
+	case s.Exec != nil:
+		return r.onPod(ctx, s.Exec.Pod, func(pod *corev1.Pod) error {
+			code, out, err := r.cluster.Kubelet.Exec(ctx, pod.Namespace, pod.Name, s.Exec.Container, s.Exec.Command)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return fmt.Errorf("exit code %d; output:\n%s", code, indent(out))
+			}
+			return nil
+		})
+	case s.FailNode != nil:
+		return r.onNode(ctx, s.FailNode, r.cluster.Kubelet.StopNode)
+	case s.RecoverNode != nil:
+		return r.onNode(ctx, s.RecoverNode, r.cluster.Kubelet.StartNode)
+	case s.RestartKubelet != nil:
+		return r.onNode(ctx, s.RestartKubelet, r.cluster.Kubelet.RestartKubelet)
+	}
+	return ""
+}
+
+func (r *runner) waitFor(ctx context.Context, s *Step) string {
+	prg, _ := compile(*s.WaitFor, true)
+	timeout := DefaultWaitTimeout
+	if s.Timeout != nil {
+		timeout = s.Timeout.Duration
+	}
+	clk := r.cluster.Clock
+	w := r.obs.startWait(prg)
+	deadline := clk.After(timeout)
+	tick := clk.NewTicker(reevaluateEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.done:
+			r.obs.stopWait()
+			return ""
+		case <-tick.C():
+			r.obs.mu.Lock()
+			r.obs.evaluateLocked()
+			r.obs.mu.Unlock()
+		case <-deadline:
+			lastErr, evals := r.obs.stopWait()
+			return r.explain(fmt.Sprintf("waitFor (timed out after %s, %d evaluations)", timeout, evals), *s.WaitFor, lastErr)
+		case <-ctx.Done():
+			r.obs.stopWait()
+			return "interrupted: " + ctx.Err().Error()
+		}
+	}
+}
+
+// explain is a failed expression's report: the expression, the evaluation error if any, and the
+// pods.
+func (r *runner) explain(what, expr string, err error) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", what, expr)
+	if err != nil {
+		fmt.Fprintf(&b, "last evaluation error: %v\n", err)
+	} else {
+		b.WriteString("it was false\n")
+	}
+	b.WriteString(podTable(r.obs.pods()))
+	if warnings := r.obs.warnings(8); len(warnings) > 0 {
+		b.WriteString("latest warning events:\n")
+		for _, w := range warnings {
+			b.WriteString("  " + oneLine(w, 300) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// resolvePod finds the pod a POD reference names.
+func (r *runner) resolvePod(ctx context.Context, ref PodRef) (*corev1.Pod, error) {
+	ns := r.sc.Spec.Namespace
+	if ref.Name != "" {
+		var pod corev1.Pod
+		if err := r.cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &pod); err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", ns, ref.Name, err)
+		}
+		return &pod, nil
+	}
+	sel, err := labels.Parse(ref.Selector)
+	if err != nil {
+		return nil, err
+	}
+	var pods corev1.PodList
+	if err := r.cluster.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	index := ptr.Deref(ref.Index, 0)
+	if index >= len(pods.Items) {
+		return nil, fmt.Errorf("selector %q matches %d pod(s) in %s, so there is no index %d", ref.Selector, len(pods.Items), ns, index)
+	}
+	return &pods.Items[index], nil
+}
+
+func (r *runner) onPod(ctx context.Context, ref PodRef, do func(*corev1.Pod) error) string {
+	pod, err := r.resolvePod(ctx, ref)
+	if err == nil {
+		err = do(pod)
+	}
+	if err != nil {
+		return err.Error() + "\n" + podTable(r.obs.pods())
+	}
+	return ""
+}
+
+func (r *runner) onNode(ctx context.Context, t *NodeTarget, do func(string) error) string {
+	node := t.Node
+	if t.NodeOf != nil {
+		pod, err := r.resolvePod(ctx, *t.NodeOf)
+		if err != nil {
+			return err.Error()
+		}
+		if pod.Spec.NodeName == "" {
+			return fmt.Sprintf("pod %s is not bound to a node yet", pod.Name)
+		}
+		node = pod.Spec.NodeName
+	}
+	if err := do(node); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// delete deletes an object as a client would (background propagation).
+func (r *runner) delete(ctx context.Context, d *DeleteAction) error {
+	gvr, namespaced, err := r.resource(d.APIVersion, d.Kind)
+	if err != nil {
+		return err
+	}
+	opts := metav1.DeleteOptions{GracePeriodSeconds: d.GracePeriodSeconds, PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
+	ri := dynamic.ResourceInterface(r.dyn.Resource(gvr))
+	if namespaced {
+		ns := d.Namespace
+		if ns == "" {
+			ns = r.sc.Spec.Namespace
+		}
+		ri = r.dyn.Resource(gvr).Namespace(ns)
+	}
+	if err := ri.Delete(ctx, d.Name, opts); err != nil {
+		return fmt.Errorf("deleting %s %s: %w", d.Kind, d.Name, err)
+	}
+	return nil
+}
+
+// resource finds the resource of a kind: in the apiVersion's group when one is given, else the
+// one group that serves the kind.
+func (r *runner) resource(apiVersion, kind string) (schema.GroupVersionResource, bool, error) {
+	if apiVersion != "" {
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil {
+			return schema.GroupVersionResource{}, false, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+		}
+		m, err := r.cluster.Client.RESTMapper().RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+		if err != nil {
+			return schema.GroupVersionResource{}, false, fmt.Errorf("kind %s in %s: %w", kind, apiVersion, err)
+		}
+		return m.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+	}
+	lists, err := r.cluster.Clientset.Discovery().ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		return schema.GroupVersionResource{}, false, fmt.Errorf("discovering the kinds the cluster serves: %w", err)
+	}
+	var found []schema.GroupVersionResource
+	namespaced := false
+	for _, l := range lists {
+		gv, _ := schema.ParseGroupVersion(l.GroupVersion)
+		for _, res := range l.APIResources {
+			if res.Kind == kind && !strings.Contains(res.Name, "/") {
+				found = append(found, gv.WithResource(res.Name))
+				namespaced = res.Namespaced
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return schema.GroupVersionResource{}, false, fmt.Errorf("the cluster serves no kind %q (kinds are case-sensitive: Pod, Job, JobSet, ...)", kind)
+	case 1:
+		return found[0], namespaced, nil
+	}
+	var groups []string
+	for _, f := range found {
+		groups = append(groups, f.GroupVersion().String())
+	}
+	return schema.GroupVersionResource{}, false, fmt.Errorf("kind %q is served by %s: set delete.apiVersion", kind, strings.Join(groups, ", "))
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return "    (none)"
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}

@@ -1,0 +1,219 @@
+package scenarios
+
+import (
+	"fmt"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// The scenario format's identity.
+const (
+	APIVersion = "restartbed.dev/v1alpha1"
+	Kind       = "Scenario"
+)
+
+// Defaults of the format (../shared/SCENARIOS.md).
+const (
+	DefaultNamespace   = "default"
+	DefaultPool        = "node"
+	DefaultWaitTimeout = 60 * time.Second
+	// DefaultKueueThreshold is how long after deletionTimestamp Kueue's failure recovery waits.
+	DefaultKueueThreshold = 60 * time.Second
+)
+
+// Scenario is one scenario file, decoded and checked by Load.
+type Scenario struct {
+	APIVersion string   `yaml:"apiVersion"`
+	Kind       string   `yaml:"kind"`
+	Metadata   Metadata `yaml:"metadata"`
+	Spec       Spec     `yaml:"spec"`
+
+	// File is the path the scenario was loaded from.
+	File string `yaml:"-"`
+	// Objects are spec.objects, read and decoded, in order.
+	Objects []Object `yaml:"-"`
+	// Pools are spec.nodes as the fake kubelet takes them (the default pool when none is given).
+	Pools []NodePoolSpec `yaml:"-"`
+}
+
+// Metadata names the scenario.
+type Metadata struct {
+	Name string `yaml:"name"`
+}
+
+// Spec is what the scenario sets up and does.
+type Spec struct {
+	Description  string          `yaml:"description"`
+	Namespace    string          `yaml:"namespace"`
+	Timing       string          `yaml:"timing"`
+	FeatureGates map[string]bool `yaml:"featureGates"`
+	Nodes        []NodePool      `yaml:"nodes"`
+	Controllers  Controllers     `yaml:"controllers"`
+	Programs     []Program       `yaml:"programs"`
+	Objects      []ObjectSource  `yaml:"objects"`
+	Steps        []Step          `yaml:"steps"`
+}
+
+// NodePool is one entry of spec.nodes.
+type NodePool struct {
+	Name     string            `yaml:"name"`
+	Count    *int              `yaml:"count"`
+	Labels   map[string]string `yaml:"labels"`
+	Capacity map[string]string `yaml:"capacity"`
+	// Taints is a corev1.Taint list, decoded as Kubernetes decodes it.
+	Taints yaml.Node `yaml:"taints"`
+}
+
+// NodePoolSpec is a node pool resolved from NodePool (quantities parsed, taints decoded).
+type NodePoolSpec struct {
+	Name     string
+	Count    int
+	Labels   map[string]string
+	Capacity corev1.ResourceList
+	Taints   []corev1.Taint
+}
+
+// Controllers are the optional controllers a scenario turns on.
+type Controllers struct {
+	KueueFailureRecovery *KueueFailureRecovery `yaml:"kueueFailureRecovery"`
+}
+
+// KueueFailureRecovery configures Kueue's failure-recovery (pod termination) controller.
+type KueueFailureRecovery struct {
+	Enabled   bool      `yaml:"enabled"`
+	Threshold *Duration `yaml:"threshold"`
+}
+
+// Program assigns what containers run.
+type Program struct {
+	Container string `yaml:"container"`
+	Image     string `yaml:"image"`
+	Builtin   string `yaml:"builtin"`
+	Run       string `yaml:"run"`
+}
+
+// ObjectSource is a manifest file (multi-document YAML, relative to the scenario file) or one
+// inline manifest.
+type ObjectSource struct {
+	File   string    `yaml:"file"`
+	Inline yaml.Node `yaml:"inline"`
+}
+
+// Object is one manifest to apply, with where it came from.
+type Object struct {
+	*unstructured.Unstructured
+	// Origin is "FILE:LINE" of the manifest.
+	Origin string
+}
+
+// Step is one step: an optional name and exactly one action.
+type Step struct {
+	Name string `yaml:"name"`
+
+	WaitFor        *string           `yaml:"waitFor"`
+	Timeout        *Duration         `yaml:"timeout"`
+	Expect         *string           `yaml:"expect"`
+	Capture        map[string]string `yaml:"capture"`
+	Sleep          *Duration         `yaml:"sleep"`
+	Apply          []ObjectSource    `yaml:"apply"`
+	Delete         *DeleteAction     `yaml:"delete"`
+	ExitContainer  *ExitContainer    `yaml:"exitContainer"`
+	Exec           *ExecAction       `yaml:"exec"`
+	FailNode       *NodeTarget       `yaml:"failNode"`
+	RecoverNode    *NodeTarget       `yaml:"recoverNode"`
+	RestartKubelet *NodeTarget       `yaml:"restartKubelet"`
+	OOMKill        *ContainerTarget  `yaml:"oomKill"`
+
+	// Line is where the step starts in its file.
+	Line int `yaml:"-"`
+	// ApplyObjects are the decoded objects of an apply step.
+	ApplyObjects []Object `yaml:"-"`
+	// captureKeys are Capture's keys in file order.
+	captureKeys []string
+}
+
+// DeleteAction deletes an object as a client would.
+type DeleteAction struct {
+	// APIVersion disambiguates a kind served by several groups (optional).
+	APIVersion         string `yaml:"apiVersion"`
+	Kind               string `yaml:"kind"`
+	Name               string `yaml:"name"`
+	Namespace          string `yaml:"namespace"`
+	GracePeriodSeconds *int64 `yaml:"gracePeriodSeconds"`
+}
+
+// ExitContainer makes a running container's process exit with a code.
+type ExitContainer struct {
+	Pod       PodRef `yaml:"pod"`
+	Container string `yaml:"container"`
+	ExitCode  *int32 `yaml:"exitCode"`
+}
+
+// ContainerTarget names one container of one pod.
+type ContainerTarget struct {
+	Pod       PodRef `yaml:"pod"`
+	Container string `yaml:"container"`
+}
+
+// ExecAction runs a command in a container's filesystem.
+type ExecAction struct {
+	Pod       PodRef   `yaml:"pod"`
+	Container string   `yaml:"container"`
+	Command   []string `yaml:"command"`
+}
+
+// NodeTarget names a node directly or as the node a pod is bound to.
+type NodeTarget struct {
+	Node   string  `yaml:"node"`
+	NodeOf *PodRef `yaml:"nodeOf"`
+}
+
+// PodRef is {name} or {selector, index}: the index-th of the matching pods sorted by name.
+type PodRef struct {
+	Name     string `yaml:"name"`
+	Selector string `yaml:"selector"`
+	Index    *int   `yaml:"index"`
+}
+
+func (p PodRef) String() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	index := 0
+	if p.Index != nil {
+		index = *p.Index
+	}
+	return fmt.Sprintf("%s[%d]", p.Selector, index)
+}
+
+// Duration is a Go duration string ("500ms", "30s", "5m").
+type Duration struct {
+	time.Duration
+}
+
+// UnmarshalYAML reads a duration string, reporting the line of a bad one.
+func (d *Duration) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind != yaml.ScalarNode || node.Tag == "!!null" {
+		return &lineError{line: node.Line, msg: "a duration must be a string such as 500ms, 30s or 5m"}
+	}
+	v, err := time.ParseDuration(node.Value)
+	if err != nil {
+		return &lineError{line: node.Line, msg: fmt.Sprintf("bad duration %q: use a Go duration such as 500ms, 30s or 5m", node.Value)}
+	}
+	if v < 0 {
+		return &lineError{line: node.Line, msg: fmt.Sprintf("bad duration %q: must not be negative", node.Value)}
+	}
+	d.Duration = v
+	return nil
+}
+
+// lineError is a decoding error at a line of the file being decoded.
+type lineError struct {
+	line int
+	msg  string
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
