@@ -215,6 +215,13 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 	in := status.Input{Pod: pod, Old: old, Runtime: &rt, HostIP: internalIP(n.index).String(), Rules: p.rules,
 		Probes: st, Reasons: st.reasons, Now: p.clock.Now()}
 
+	// A RestartAllContainers cleanup in progress goes on without publishing anything: the
+	// kubelet kills and removes the containers within one sync, so the statuses of half-cleaned
+	// pods (a target killed with 137 that no rule restarts would read as Failed) never exist.
+	if pod.DeletionTimestamp == nil && restartingAll(&old) && !restart.CleanedUp(pod, &rt) {
+		p.resetAll(pod, st, &rt)
+		return nil
+	}
 	// A deleted or terminal pod shuts down; so does one whose status just became terminal.
 	if pod.DeletionTimestamp == nil && !restart.IsTerminal(pod.Status.Phase) && !restart.IsTerminal(old.Phase) {
 		if gen := status.Generate(in); !restart.IsTerminal(gen.Phase) {
