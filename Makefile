@@ -24,8 +24,8 @@ build: ## Build bin/restartbed.
 	$(GO) build -o $(BIN)/restartbed ./cmd/restartbed
 
 .PHONY: run
-run: ## The main job: a Job on emulated nodes, one pod restarting all its containers in place.
-	$(GO) run ./cmd/restartbed demo
+run: ## The main job: replay KEP-467 Story 1, a JobSet restarting its whole group in place.
+	$(GO) run ./cmd/restartbed run scenarios/examples/story1-fast-recovery.yaml
 
 .PHONY: envtest-assets
 envtest-assets: ## Find or build kube-apiserver and etcd; prints their directory.

@@ -1,5 +1,7 @@
-// Package scenarios will own scenario replay: the restartbed.dev/v1alpha1 format of
-// ../shared/SCENARIOS.md, its loader, runner, CEL assertions and reports, and the bundled
-// scenarios. It drives a cluster only through the API and the fault-injection API. It is not
-// written yet (issue 5).
+// Package scenarios owns scenario replay: the restartbed.dev/v1alpha1 format of
+// ../shared/SCENARIOS.md (documented in docs/scenarios.md), its strict loader with file:line
+// problems, the runner that gives each scenario a fresh cluster, the CEL evaluated on every
+// observed change, and the reports (text, JUnit, trace). It drives a cluster only through the API
+// and the fake kubelet's fault-injection API; it never reaches into a controller. The bundled
+// scenarios are in examples/.
 package scenarios

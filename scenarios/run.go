@@ -362,7 +362,7 @@ func (r *runner) waitFor(ctx context.Context, s *Step) string {
 // pods.
 func (r *runner) explain(what, expr string, err error) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s\n", what, expr)
+	fmt.Fprintf(&b, "%s: %s\n", what, strings.TrimSpace(expr))
 	if err != nil {
 		fmt.Fprintf(&b, "last evaluation error: %v\n", err)
 	} else {
