@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -47,6 +48,10 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts ManagerOptions) (ctr
 	if opts.Webhook != nil {
 		mgrOpts.WebhookServer = webhook.NewServer(*opts.Webhook)
 	}
+	// Several clusters may run in one process (restartbed run -p, test suites), each with its
+	// own manager and a controller named "jobset"; controller-runtime's process-wide name check
+	// exists for metric names, which restartbed does not serve.
+	mgrOpts.Controller.SkipNameValidation = ptr.To(true)
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("JobSet controller manager: %w", err)

@@ -41,12 +41,17 @@ type Volume struct{ root *node }
 // Pod holds what the containers of one pod share: the lock of their trees and the clock that
 // stamps file times.
 type Pod struct {
-	mu    sync.Mutex
+	mu    *sync.Mutex
 	clock clock.PassiveClock
 }
 
+// treesMu guards every tree. Volumes are shared beyond one pod (hostPath by a node's pods, a
+// claim by any pod that mounts it), so one pod's lock would not cover them; file operations are
+// short, in-memory work.
+var treesMu sync.Mutex
+
 // NewPod returns the shared state of one pod's filesystems.
-func NewPod(clk clock.PassiveClock) *Pod { return &Pod{clock: clk} }
+func NewPod(clk clock.PassiveClock) *Pod { return &Pod{mu: &treesMu, clock: clk} }
 
 // NewVolume returns an empty volume (an emptyDir).
 func (p *Pod) NewVolume() *Volume { return &Volume{root: newDir("", 0o777, p.clock.Now())} }
