@@ -70,7 +70,7 @@ func New(opts Options) (*Kubelet, error) {
 	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, features: framework, programs: programs}
 	for _, pool := range opts.Pools {
 		for i := range pool.Count {
-			k.nodes = append(k.nodes, &node{name: fmt.Sprintf("%s-%d", pool.Name, i), index: len(k.nodes)})
+			k.nodes = append(k.nodes, &node{name: pool.NodeName(i), index: len(k.nodes)})
 		}
 	}
 	if len(k.nodes) > maxNodes {

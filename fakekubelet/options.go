@@ -29,6 +29,9 @@ type NodePool struct {
 	Taints []corev1.Taint
 }
 
+// NodeName is the name of the pool's i-th node: <pool>-<i>.
+func (p NodePool) NodeName(i int) string { return fmt.Sprintf("%s-%d", p.Name, i) }
+
 // PoolLabel is the node label that names a node's pool. Written by restartbed when it registers
 // a node; read by users and scenarios to select a pool's nodes.
 const PoolLabel = "restartbed.dev/pool"

@@ -241,11 +241,10 @@ func restartingAll(s *corev1.PodStatus) bool {
 // syncRunning publishes the status of a live pod and starts, restarts or resets its containers.
 func (p *pods) syncRunning(ctx context.Context, pod *corev1.Pod, st *podState, rt *runtime.PodStatus, old, gen corev1.PodStatus) error {
 	if restartingAll(&gen) {
-		if !restartingAll(&old) {
-			// The trigger: publish it before the cleanup, however short, so that it is seen (X2).
-			if err := p.status.SetAndWait(ctx, pod, gen); err != nil {
-				return err
-			}
+		// The trigger (a cleanup under way never gets here, see sync): publish it before the
+		// cleanup, however short, so that it is seen (X2).
+		if err := p.status.SetAndWait(ctx, pod, gen); err != nil {
+			return err
 		}
 		p.resetAll(pod, st, rt)
 		return nil

@@ -58,14 +58,8 @@ var (
 	typeOfAnyMap   = reflect.TypeFor[map[string]any]()
 )
 
-var programs sync.Map // expression + kind → cel.Program
-
 // compile parses and checks an expression; wantBool requires a boolean result (waitFor, expect).
 func compile(source string, wantBool bool) (cel.Program, error) {
-	key := fmt.Sprintf("%t\x00%s", wantBool, source)
-	if p, ok := programs.Load(key); ok {
-		return p.(cel.Program), nil
-	}
 	env, err := environment()
 	if err != nil {
 		return nil, err
@@ -84,7 +78,6 @@ func compile(source string, wantBool bool) (cel.Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CEL: %w", err)
 	}
-	programs.Store(key, prg)
 	return prg, nil
 }
 

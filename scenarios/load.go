@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
-	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -438,8 +438,7 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 		if p.Container == "" && p.Image == "" {
 			l.addf(line("spec", "programs", i), path, "set container, image or both: a rule must say which containers it is for")
 		}
-		rule := program.Rule{Container: p.Container, Image: p.Image, Builtin: p.Builtin, Script: p.Run}
-		for _, problem := range rule.Problems() {
+		for _, problem := range p.rule().Problems() {
 			field, msg, _ := strings.Cut(problem, ": ")
 			l.addf(line("spec", "programs", i), path+field, "%s", msg)
 		}
@@ -455,14 +454,13 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 
 func (l *loader) validateNodes(sc *Scenario, doc *yaml.Node) {
 	if len(sc.Spec.Nodes) == 0 {
-		sc.Pools = []NodePoolSpec{{Name: DefaultPool, Count: 1}}
+		sc.Pools = []fakekubelet.NodePool{{Name: DefaultPool, Count: 1}}
 		return
 	}
-	var pools []fakekubelet.NodePool
 	for i, n := range sc.Spec.Nodes {
 		path := fmt.Sprintf("spec.nodes[%d]", i)
 		node := at(doc, "spec", "nodes", i)
-		pool := NodePoolSpec{Name: n.Name, Count: 1, Labels: n.Labels, Capacity: corev1.ResourceList{}}
+		pool := fakekubelet.NodePool{Name: n.Name, Count: 1, Labels: n.Labels, Capacity: corev1.ResourceList{}}
 		if n.Name == "" {
 			l.addf(node.Line, path+".name", "required: nodes are named <name>-0, <name>-1, ...")
 		}
@@ -483,9 +481,8 @@ func (l *loader) validateNodes(sc *Scenario, doc *yaml.Node) {
 			}
 		}
 		sc.Pools = append(sc.Pools, pool)
-		pools = append(pools, fakekubelet.NodePool{Name: pool.Name, Count: pool.Count, Labels: pool.Labels, Capacity: pool.Capacity, Taints: pool.Taints})
 	}
-	if err := fakekubelet.ValidatePools(pools); err != nil && len(l.problems) == 0 {
+	if err := fakekubelet.ValidatePools(sc.Pools); err != nil && len(l.problems) == 0 {
 		for _, msg := range strings.Split(err.Error(), "\n") {
 			index := 0
 			if _, err := fmt.Sscanf(msg, "pools[%d]", &index); err != nil {
@@ -501,7 +498,7 @@ func (sc *Scenario) nodeNames() map[string]bool {
 	names := map[string]bool{}
 	for _, p := range sc.Pools {
 		for i := range p.Count {
-			names[fmt.Sprintf("%s-%d", p.Name, i)] = true
+			names[p.NodeName(i)] = true
 		}
 	}
 	return names
@@ -613,12 +610,7 @@ func decodeKubernetes(node *yaml.Node, out any) error {
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(out); err != nil {
-		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return nil
+	return sigsyaml.UnmarshalStrict(data, out)
 }
 
 // actions returns the names of the actions a step sets.
@@ -664,16 +656,18 @@ func (l *loader) validateStep(sc *Scenario, s *Step, node *yaml.Node, path strin
 	if s.Timeout != nil && s.WaitFor == nil {
 		l.addf(at(node, "timeout").Line, path+".timeout", "only a waitFor step has a timeout")
 	}
-	expr := func(field, source string, wantBool bool) {
-		if _, err := compile(source, wantBool); err != nil {
+	expr := func(field, source string) {
+		prg, err := compile(source, true)
+		if err != nil {
 			l.addf(at(node, field).Line, path+"."+field, "%v", err)
 		}
+		s.program = prg
 	}
 	switch {
 	case s.WaitFor != nil:
-		expr("waitFor", *s.WaitFor, true)
+		expr("waitFor", *s.WaitFor)
 	case s.Expect != nil:
-		expr("expect", *s.Expect, true)
+		expr("expect", *s.Expect)
 	case s.Capture != nil:
 		capture := at(node, "capture")
 		if len(s.Capture) == 0 {
@@ -682,9 +676,11 @@ func (l *loader) validateStep(sc *Scenario, s *Step, node *yaml.Node, path strin
 		for i := 0; i+1 < len(capture.Content); i += 2 {
 			key := capture.Content[i].Value
 			s.captureKeys = append(s.captureKeys, key)
-			if _, err := compile(s.Capture[key], false); err != nil {
+			prg, err := compile(s.Capture[key], false)
+			if err != nil {
 				l.addf(capture.Content[i+1].Line, path+".capture."+key, "%v", err)
 			}
+			s.captures = append(s.captures, prg)
 		}
 	case s.Apply != nil:
 		if len(s.Apply) == 0 {

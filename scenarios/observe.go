@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -190,6 +191,14 @@ func (o *observer) evaluateLocked() {
 	}
 }
 
+// reevaluate evaluates the pending waitFor again (for expressions of elapsed, which changes with
+// no object changing).
+func (o *observer) reevaluate() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.evaluateLocked()
+}
+
 // startWait makes prg the pending waitFor and evaluates it at once.
 func (o *observer) startWait(prg cel.Program) *waiter {
 	o.mu.Lock()
@@ -218,10 +227,7 @@ func (o *observer) eval(prg cel.Program) (any, error) {
 func (o *observer) capture(key string, value any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	next := make(map[string]any, len(o.captured)+1)
-	for k, v := range o.captured {
-		next[k] = v
-	}
+	next := maps.Clone(o.captured)
 	next[key] = value
 	o.captured = next
 }

@@ -15,12 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/restartbed/restartbed/envtest"
-	"github.com/restartbed/restartbed/fakekubelet"
-	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -40,6 +39,9 @@ type RunOptions struct {
 	Trace io.Writer
 	// Configure adjusts the cluster's options before it starts (control-plane assets, logs).
 	Configure func(*envtest.Options)
+	// Clock is the scenario clock: the cluster's components run on it, and steps, reports and
+	// the wall time read it. Default: the real clock.
+	Clock clock.WithTicker
 }
 
 // Status is the outcome of a step.
@@ -90,28 +92,29 @@ func (r *Result) Passed() bool {
 // ClusterOptions are the envtest options a scenario asks for.
 func (sc *Scenario) ClusterOptions() envtest.Options {
 	profile, _ := timing.ByName(sc.Spec.Timing)
-	opts := envtest.Options{FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true}
-	for _, p := range sc.Pools {
-		opts.Nodes = append(opts.Nodes, fakekubelet.NodePool{Name: p.Name, Count: p.Count, Labels: p.Labels,
-			Capacity: p.Capacity, Taints: p.Taints})
-	}
+	opts := envtest.Options{FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true, Nodes: sc.Pools}
 	for _, p := range sc.Spec.Programs {
-		opts.Programs = append(opts.Programs, program.Rule{Container: p.Container, Image: p.Image, Builtin: p.Builtin, Script: p.Run})
+		opts.Programs = append(opts.Programs, p.rule())
 	}
 	return opts
 }
 
 // Run runs a loaded scenario on a fresh cluster and stops the cluster before it returns.
 func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
-	wallStart := time.Now()
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	wallStart := clk.Now()
 	res := &Result{Scenario: sc}
 	rep := &reporter{w: opts.Progress, sc: sc}
 	rep.header()
 	defer func() {
-		res.Wall = time.Since(wallStart)
+		res.Wall = clk.Since(wallStart)
 		rep.summary(res)
 	}()
 	clusterOpts := sc.ClusterOptions()
+	clusterOpts.Clock = clk
 	if opts.Configure != nil {
 		opts.Configure(&clusterOpts)
 	}
@@ -268,8 +271,7 @@ func (r *runner) step(ctx context.Context, s *Step) string {
 	case s.WaitFor != nil:
 		return r.waitFor(ctx, s)
 	case s.Expect != nil:
-		prg, _ := compile(*s.Expect, true)
-		v, err := r.obs.eval(prg)
+		v, err := r.obs.eval(s.program)
 		if err != nil {
 			return r.explain("expect", *s.Expect, err)
 		}
@@ -277,9 +279,8 @@ func (r *runner) step(ctx context.Context, s *Step) string {
 			return r.explain("expect", *s.Expect, nil)
 		}
 	case s.Capture != nil:
-		for _, key := range s.captureKeys {
-			prg, _ := compile(s.Capture[key], false)
-			v, err := r.obs.eval(prg)
+		for i, key := range s.captureKeys {
+			v, err := r.obs.eval(s.captures[i])
 			if err != nil {
 				return r.explain("capture "+key, s.Capture[key], err)
 			}
@@ -329,13 +330,12 @@ func (r *runner) step(ctx context.Context, s *Step) string {
 }
 
 func (r *runner) waitFor(ctx context.Context, s *Step) string {
-	prg, _ := compile(*s.WaitFor, true)
 	timeout := DefaultWaitTimeout
 	if s.Timeout != nil {
 		timeout = s.Timeout.Duration
 	}
 	clk := r.cluster.Clock
-	w := r.obs.startWait(prg)
+	w := r.obs.startWait(s.program)
 	deadline := clk.After(timeout)
 	tick := clk.NewTicker(reevaluateEvery)
 	defer tick.Stop()
@@ -345,9 +345,7 @@ func (r *runner) waitFor(ctx context.Context, s *Step) string {
 			r.obs.stopWait()
 			return ""
 		case <-tick.C():
-			r.obs.mu.Lock()
-			r.obs.evaluateLocked()
-			r.obs.mu.Unlock()
+			r.obs.reevaluate()
 		case <-deadline:
 			lastErr, evals := r.obs.stopWait()
 			return r.explain(fmt.Sprintf("waitFor (timed out after %s, %d evaluations)", timeout, evals), *s.WaitFor, lastErr)

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/cel-go/cel"
 	"go.yaml.in/yaml/v3"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
 )
 
 // The scenario format's identity.
@@ -36,7 +39,7 @@ type Scenario struct {
 	// Objects are spec.objects, read and decoded, in order.
 	Objects []Object `yaml:"-"`
 	// Pools are spec.nodes as the fake kubelet takes them (the default pool when none is given).
-	Pools []NodePoolSpec `yaml:"-"`
+	Pools []fakekubelet.NodePool `yaml:"-"`
 }
 
 // Metadata names the scenario.
@@ -67,15 +70,6 @@ type NodePool struct {
 	Taints yaml.Node `yaml:"taints"`
 }
 
-// NodePoolSpec is a node pool resolved from NodePool (quantities parsed, taints decoded).
-type NodePoolSpec struct {
-	Name     string
-	Count    int
-	Labels   map[string]string
-	Capacity corev1.ResourceList
-	Taints   []corev1.Taint
-}
-
 // Controllers are the optional controllers a scenario turns on.
 type Controllers struct {
 	KueueFailureRecovery *KueueFailureRecovery `yaml:"kueueFailureRecovery"`
@@ -93,6 +87,11 @@ type Program struct {
 	Image     string `yaml:"image"`
 	Builtin   string `yaml:"builtin"`
 	Run       string `yaml:"run"`
+}
+
+// rule is the fake kubelet's form of the program assignment.
+func (p Program) rule() program.Rule {
+	return program.Rule{Container: p.Container, Image: p.Image, Builtin: p.Builtin, Script: p.Run}
 }
 
 // ObjectSource is a manifest file (multi-document YAML, relative to the scenario file) or one
@@ -131,8 +130,11 @@ type Step struct {
 	Line int `yaml:"-"`
 	// ApplyObjects are the decoded objects of an apply step.
 	ApplyObjects []Object `yaml:"-"`
-	// captureKeys are Capture's keys in file order.
+	// captureKeys are Capture's keys in file order, and captures their compiled expressions.
 	captureKeys []string
+	captures    []cel.Program
+	// program is the compiled waitFor or expect.
+	program cel.Program
 }
 
 // DeleteAction deletes an object as a client would.

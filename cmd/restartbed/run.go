@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -164,10 +166,6 @@ func writeJUnit(path string, results []*scenarios.Result) error {
 
 // withSuffix inserts -suffix before the file's extension: trace.jsonl → trace-name.jsonl.
 func withSuffix(path, suffix string) string {
-	for i := len(path) - 1; i >= 0 && path[i] != '/'; i-- {
-		if path[i] == '.' {
-			return path[:i] + "-" + suffix + path[i:]
-		}
-	}
-	return path + "-" + suffix
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-" + suffix + ext
 }

@@ -30,20 +30,6 @@ func jobsOf(ctx context.Context, g Gomega, js *jobsetv1alpha2.JobSet, rj string)
 	return out
 }
 
-// runningPodOf returns the running pod of one Job.
-func runningPodOf(ctx context.Context, g Gomega, namespace, job string) *corev1.Pod {
-	var pods corev1.PodList
-	g.Expect(cluster.Client.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: job})).To(Succeed())
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if cs := specs.ContainerStatus(p, "worker"); cs != nil && cs.State.Running != nil && p.DeletionTimestamp == nil {
-			return p
-		}
-	}
-	g.Expect("a running pod").To(BeEmpty(), "no running pod of Job "+job)
-	return nil
-}
-
 var _ = Describe("Per-Job restarts, ordered resume, exclusive placement and volume claims", func() {
 	var ns string
 	BeforeEach(func(ctx context.Context) { ns = specs.NewNamespace(ctx, cluster.Client) })

@@ -56,16 +56,28 @@ func eventuallyFailed(ctx context.Context, js *jobsetv1alpha2.JobSet, reason, pr
 
 // runningPod returns the name of a running pod of the JobSet's current attempt.
 func runningPod(ctx context.Context, g Gomega, js *jobsetv1alpha2.JobSet, attempt string) string {
+	return runningPodWith(ctx, g, js.Namespace, client.MatchingLabels{
+		jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.RestartsKey: attempt}, "attempt "+attempt).Name
+}
+
+// runningPodOf returns the running pod of one Job.
+func runningPodOf(ctx context.Context, g Gomega, namespace, job string) *corev1.Pod {
+	return runningPodWith(ctx, g, namespace, client.MatchingLabels{batchv1.JobNameLabel: job}, "Job "+job)
+}
+
+// runningPodWith returns a pod with the labels whose worker container runs and that is not being
+// deleted; what names the pods in the failure message.
+func runningPodWith(ctx context.Context, g Gomega, namespace string, labels client.MatchingLabels, what string) *corev1.Pod {
 	var pods corev1.PodList
-	g.Expect(cluster.Client.List(ctx, &pods, client.InNamespace(js.Namespace), client.MatchingLabels{
-		jobsetv1alpha2.JobSetNameKey: js.Name, jobsetv1alpha2.RestartsKey: attempt})).To(Succeed())
-	for _, p := range pods.Items {
-		if cs := specs.ContainerStatus(&p, "worker"); cs != nil && cs.State.Running != nil && p.DeletionTimestamp == nil {
-			return p.Name
+	g.Expect(cluster.Client.List(ctx, &pods, client.InNamespace(namespace), labels)).To(Succeed())
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if cs := specs.ContainerStatus(p, "worker"); cs != nil && cs.State.Running != nil && p.DeletionTimestamp == nil {
+			return p
 		}
 	}
-	g.Expect("a running pod").To(BeEmpty(), "no running pod of attempt "+attempt)
-	return ""
+	g.Expect("a running pod").To(BeEmpty(), "no running pod of "+what)
+	return &corev1.Pod{}
 }
 
 var _ = Describe("Recreate and the failure policy", func() {
