@@ -31,9 +31,13 @@ run: ## The main job: replay KEP-467 Story 1, a JobSet restarting its whole grou
 envtest-assets: ## Find or build kube-apiserver and etcd; prints their directory.
 	$(GO) run ./cmd/restartbed assets
 
+.PHONY: kubectl
+kubectl: ## Find or unpack Debian's kubectl (the up test drives it); prints its path.
+	@hack/debian-kubectl.sh
+
 .PHONY: test
 test: envtest-assets ## Everything: unit tests, the envtest suites and the library consumer, with the race detector.
-	$(GO) test $(GOTEST_FLAGS) ./...
+	KUBECTL=$$(hack/debian-kubectl.sh) $(GO) test $(GOTEST_FLAGS) ./...
 	cd examples/consumer && $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit

@@ -235,22 +235,37 @@ func (r *runner) setUp(ctx, watchCtx context.Context) error {
 	return r.apply(ctx, r.sc.Objects)
 }
 
-// apply creates or updates objects by server-side apply, in order; an object with only a
-// generateName is created.
+// apply creates or updates the objects in the scenario's namespace.
 func (r *runner) apply(ctx context.Context, objs []Object) error {
+	return Apply(ctx, r.cluster, r.dyn, r.sc.Spec.Namespace, objs)
+}
+
+// Apply creates or updates objects by server-side apply with FieldManager, in order, as a user's
+// client would: a namespaced object without a namespace goes to namespace, a namespace that does
+// not exist yet is created, and an object with only a generateName is created. It stops at the
+// first object the apiserver refuses, naming where that object came from.
+func Apply(ctx context.Context, cluster *envtest.Cluster, dyn dynamic.Interface, namespace string, objs []Object) error {
+	made := map[string]bool{}
 	for _, obj := range objs {
 		u := obj.DeepCopy()
 		gvk := u.GroupVersionKind()
-		mapping, err := r.cluster.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		mapping, err := cluster.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			return fmt.Errorf("%s: %s %s: the cluster does not serve this kind: %w", obj.Origin, u.GetAPIVersion(), u.GetKind(), err)
 		}
-		var ri dynamic.ResourceInterface = r.dyn.Resource(mapping.Resource)
+		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
 		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 			if u.GetNamespace() == "" {
-				u.SetNamespace(r.sc.Spec.Namespace)
+				u.SetNamespace(namespace)
 			}
-			ri = r.dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
+			if !made[u.GetNamespace()] {
+				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: u.GetNamespace()}}
+				if err := cluster.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+					return fmt.Errorf("%s: creating namespace %s: %w", obj.Origin, ns.Name, err)
+				}
+				made[ns.Name] = true
+			}
+			ri = dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
 		}
 		if u.GetName() == "" {
 			_, err = ri.Create(ctx, u, metav1.CreateOptions{FieldManager: FieldManager})

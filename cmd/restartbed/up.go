@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/restartbed/restartbed/agent"
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/envtest/controlplane"
+	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/scenarios"
+	"github.com/restartbed/restartbed/timing"
+)
+
+// agentContainer is the container name JobSet's examples give the in-place restart agent.
+const agentContainer = "in-place-restart-agent"
+
+// upFlags are the settings of `restartbed up`.
+type upFlags struct {
+	nodes        int
+	timing       string
+	featureGates map[string]bool
+	kubeconfig   string
+	from         string
+	// set tells which flags the user gave, so that they override a --from scenario.
+	set func(name string) bool
+}
+
+func newUpCommand() *cobra.Command {
+	f := upFlags{featureGates: map[string]bool{}}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a cluster with emulated nodes until Ctrl-C, for kubectl and your own controllers",
+		Long: `up starts the control plane (kube-apiserver and etcd 1.35 with the in-place restart gates), the
+upstream Job, garbage-collector and node lifecycle controllers, restartbed's JobSet controller and
+webhook, and an emulated kubelet with --nodes nodes; writes a kubeconfig for the cluster admin and
+prints how to use it; and runs until interrupted (Ctrl-C or SIGTERM), then stops everything and
+removes the kubeconfig.
+
+Containers named in-place-restart-agent, or whose image contains it, run restartbed's builtin
+agent; every other container runs its command and args in the emulated runtime (busybox-like
+shell and tools), or until stopped when it has none. --from takes the nodes, timing, feature
+gates, programs and objects of a scenario file instead (its steps are not run); flags given as
+well override it.
+
+The emulated kubelets serve no kubelet API: kubectl logs, exec and port-forward do not work.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.set = func(name string) bool { return cmd.Flags().Changed(name) }
+			return runUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
+		},
+	}
+	cmd.Flags().IntVar(&f.nodes, "nodes", 3, "emulated nodes to register (named node-0, node-1, ...)")
+	cmd.Flags().StringVar(&f.timing, "timing", timing.Realistic().Name,
+		fmt.Sprintf("timing profile of every component: %s", strings.Join(timing.Names(), " or ")))
+	cmd.Flags().Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates",
+		"feature gates of the apiserver and the kubelets, merged over restartbed's defaults: A=true,B=false")
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "restartbed.kubeconfig",
+		"where to write the kubeconfig; an existing file is replaced only if restartbed wrote it")
+	cmd.Flags().StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and objects to use")
+	return cmd
+}
+
+// upOptions turns the flags (and the --from scenario) into cluster options and the objects to
+// apply once the cluster is up.
+func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
+	var opts envtest.Options
+	var sc *scenarios.Scenario
+	if f.from != "" {
+		var err error
+		if sc, err = scenarios.Load(f.from); err != nil {
+			return opts, nil, err
+		}
+		opts = sc.ClusterOptions()
+	} else {
+		opts = envtest.Options{JobSet: true, Programs: []program.Rule{
+			{Container: agentContainer, Builtin: agent.BuiltinName},
+			{Image: "*" + agentContainer + "*", Builtin: agent.BuiltinName},
+		}}
+	}
+	if f.from == "" || f.set("nodes") {
+		if f.nodes < 1 {
+			return opts, nil, fmt.Errorf("--nodes must be at least 1, got %d", f.nodes)
+		}
+		opts.Nodes = []fakekubelet.NodePool{{Name: "node", Count: f.nodes}}
+	}
+	if f.from == "" || f.set("timing") {
+		profile, err := timing.ByName(f.timing)
+		if err != nil {
+			return opts, nil, fmt.Errorf("--timing: %w", err)
+		}
+		opts.Timing = &profile
+	}
+	if len(f.featureGates) > 0 {
+		gates := map[string]bool{}
+		for k, v := range opts.FeatureGates {
+			gates[k] = v
+		}
+		for k, v := range f.featureGates {
+			gates[k] = v
+		}
+		opts.FeatureGates = gates
+	}
+	return opts, sc, nil
+}
+
+func runUp(ctx context.Context, out, progress io.Writer, f upFlags) error {
+	opts, sc, err := upOptions(f)
+	if err != nil {
+		var invalid *scenarios.InvalidError
+		if errors.As(err, &invalid) {
+			fmt.Fprintln(progress, err)
+			return exitError{code: exitInvalid, err: fmt.Errorf("%d problem(s) in %s; nothing was started", len(invalid.Problems), f.from)}
+		}
+		return exitError{code: exitInvalid, err: err}
+	}
+	kubeconfig, err := filepath.Abs(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := checkReplaceable(kubeconfig); err != nil {
+		return exitError{code: exitInvalid, err: err}
+	}
+	opts.Assets = controlplane.Options{Progress: progress}
+	opts.Logger = &logger
+	start := time.Now()
+	cluster, err := envtest.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "stopping the cluster")
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintln(progress, "restartbed: stopping the cluster:", err)
+		}
+	}()
+	data, err := cluster.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		return fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	defer func() {
+		if err := os.Remove(kubeconfig); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintln(progress, "restartbed: removing the kubeconfig:", err)
+		}
+	}()
+	if sc != nil {
+		dyn, err := dynamic.NewForConfig(cluster.Config)
+		if err != nil {
+			return err
+		}
+		if err := scenarios.Apply(ctx, cluster, dyn, sc.Spec.Namespace, sc.Objects); err != nil {
+			return err
+		}
+	}
+	printUp(out, cluster, kubeconfig, sc, time.Since(start))
+	<-ctx.Done()
+	fmt.Fprintln(out, "interrupted")
+	return nil
+}
+
+// checkReplaceable refuses to overwrite a file that is not a kubeconfig restartbed wrote, so that
+// --kubeconfig ~/.kube/config cannot destroy a user's real configuration.
+func checkReplaceable(path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil || cfg.CurrentContext != envtest.KubeconfigContext || len(cfg.Contexts) != 1 {
+		return fmt.Errorf("--kubeconfig %s: the file exists and is not a kubeconfig restartbed wrote; choose another path or remove it", path)
+	}
+	return nil
+}
+
+func printUp(out io.Writer, cluster *envtest.Cluster, kubeconfig string, sc *scenarios.Scenario, took time.Duration) {
+	v := controlplane.CurrentVersions()
+	fmt.Fprintf(out, "restartbed is up (%s): kube-apiserver %s at %s\n", took.Round(100*time.Millisecond), v.Kubernetes, cluster.Config.Host)
+	fmt.Fprintf(out, "  nodes:         %s\n", strings.Join(cluster.Kubelet.NodeNames(), ", "))
+	fmt.Fprintf(out, "  timing:        %s\n", cluster.Timing.Name)
+	fmt.Fprintf(out, "  feature gates: %s\n", enabledGates(cluster.FeatureGates))
+	fmt.Fprintln(out, "  controllers:   job, garbage collector, node lifecycle (upstream); JobSet controller and webhook (restartbed)")
+	if sc != nil {
+		fmt.Fprintf(out, "  objects:       %d applied from %s (namespace %s)\n", len(sc.Objects), sc.File, sc.Spec.Namespace)
+	}
+	fmt.Fprintf(out, "\nkubeconfig written to %s; in another shell:\n\n", kubeconfig)
+	fmt.Fprintf(out, "  export KUBECONFIG=%s\n", kubeconfig)
+	fmt.Fprintln(out, "  kubectl get nodes")
+	fmt.Fprintln(out, "  kubectl apply -f config/agent/rbac.yaml   # the in-place restart agent's identity")
+	fmt.Fprintln(out, "  kubectl apply -f config/samples/jobset-in-place-restart.yaml")
+	fmt.Fprintln(out, "  kubectl get pods -w")
+	fmt.Fprintln(out, "\nkubectl logs, exec and port-forward are not served (the emulated kubelets have no API).")
+	fmt.Fprintln(out, "Press Ctrl-C to stop; the cluster and the kubeconfig are removed.")
+}
