@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -52,7 +51,7 @@ func (c Config) Sidecar() bool { return c.WorkerCommand == "" }
 
 // ConfigFromEnv reads the configuration as the released agent does, from lookup (os.LookupEnv in
 // a process) and readFile (for the service account's namespace file). Every problem is reported
-// at once, each naming the variable.
+// at once, each naming the variable, in a *ConfigError.
 func ConfigFromEnv(lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (Config, error) {
 	cfg := Config{ExitCode: DefaultExitCode, ProbePath: DefaultStartupProbePath, ProbePort: DefaultStartupProbePort}
 	var problems []string
@@ -105,10 +104,17 @@ func ConfigFromEnv(lookup func(string) (string, bool), readFile func(string) ([]
 		}
 	}
 	if len(problems) > 0 {
-		return cfg, errors.New("agent configuration: " + strings.Join(problems, "; "))
+		return cfg, &ConfigError{Problems: problems}
 	}
 	return cfg, nil
 }
+
+// ConfigError lists everything wrong with the agent's environment, each naming its variable.
+type ConfigError struct {
+	Problems []string
+}
+
+func (e *ConfigError) Error() string { return "agent configuration: " + strings.Join(e.Problems, "; ") }
 
 // OSEnv is ConfigFromEnv's input in a process.
 func OSEnv() (func(string) (string, bool), func(string) ([]byte, error)) {

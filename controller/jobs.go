@@ -62,6 +62,13 @@ func groupName(rj *jobsetv1alpha2.ReplicatedJob) string {
 	return rj.GroupName
 }
 
+// ChildJobs are the Jobs the controller creates for the JobSet's current restart attempt, with
+// the gates given; restartbed validate dry-runs them to find what the apiserver will refuse only
+// once the controller creates them.
+func ChildJobs(js *jobsetv1alpha2.JobSet, gates FeatureGates) []*batchv1.Job {
+	return desiredJobs(js, gates.RestartJob)
+}
+
 // desiredJobs constructs every child Job of the JobSet's current restart attempt, in order.
 // restartJob is the RestartJob gate: with it, each Job also carries its own restart attempt.
 func desiredJobs(js *jobsetv1alpha2.JobSet, restartJob bool) []*batchv1.Job {

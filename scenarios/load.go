@@ -9,9 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/internal/yamlpath"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -66,32 +65,10 @@ func (e *InvalidError) Error() string {
 // subdirectories), in name order. It reports every problem of every file at once, as an
 // *InvalidError.
 func LoadAll(paths []string) ([]*Scenario, error) {
-	var files []string
+	files, fileProblems := yamlpath.Files(paths)
 	var problems []Problem
-	for _, p := range paths {
-		info, err := os.Stat(p)
-		if err != nil {
-			problems = append(problems, Problem{File: p, Message: "cannot read: " + unwrapPathError(err)})
-			continue
-		}
-		if !info.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		entries, err := os.ReadDir(p)
-		if err != nil {
-			problems = append(problems, Problem{File: p, Message: "cannot read the directory: " + unwrapPathError(err)})
-			continue
-		}
-		n := len(files)
-		for _, e := range entries {
-			if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
-				files = append(files, filepath.Join(p, e.Name()))
-			}
-		}
-		if len(files) == n {
-			problems = append(problems, Problem{File: p, Message: "the directory has no .yaml or .yml files"})
-		}
+	for _, fp := range fileProblems {
+		problems = append(problems, Problem{File: fp.Path, Message: fp.Message})
 	}
 	var out []*Scenario
 	names := map[string]string{}
@@ -150,7 +127,7 @@ func (l *loader) addf(line int, path, format string, args ...any) {
 func (l *loader) load() *Scenario {
 	data, err := os.ReadFile(l.file)
 	if err != nil {
-		l.addf(0, "", "cannot read: %s", unwrapPathError(err))
+		l.addf(0, "", "cannot read: %s", yamlpath.ReadError(err))
 		return nil
 	}
 	return l.parse(data)
@@ -167,7 +144,7 @@ func (l *loader) parse(data []byte) *Scenario {
 		l.decodeError(err, "")
 		for i := range l.problems {
 			if p := &l.problems[i]; p.Path == "" && p.Line > 0 {
-				p.Path = pathAt(doc, p.Line, "")
+				p.Path = yamlpath.PathAt(doc, p.Line, "")
 			}
 		}
 	}
@@ -210,56 +187,16 @@ func (l *loader) document(data []byte) (*yaml.Node, bool) {
 	return doc, true
 }
 
-var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-
-// decodeError turns a YAML error into problems with lines: yaml.v3 prefixes each message with
-// "line N:".
+// decodeError turns a YAML error into problems with lines.
 func (l *loader) decodeError(err error, path string) {
-	var msgs []string
-	var typeErr *yaml.TypeError
 	var lineErr *lineError
-	switch {
-	case errors.As(err, &lineErr):
+	if errors.As(err, &lineErr) {
 		l.addf(lineErr.line, path, "%s", lineErr.msg)
 		return
-	case errors.As(err, &typeErr):
-		msgs = typeErr.Errors
-	default:
-		msgs = []string{err.Error()}
 	}
-	for _, m := range msgs {
-		if g := yamlLine.FindStringSubmatch(m); g != nil {
-			line, _ := strconv.Atoi(g[1])
-			l.addf(line, path, "%s", friendlyYAML(g[2]))
-			continue
-		}
-		l.addf(0, path, "%s", friendlyYAML(strings.TrimPrefix(m, "yaml: ")))
+	for _, m := range yamlpath.Messages(err) {
+		l.addf(m.Line, path, "%s", m.Message)
 	}
-}
-
-// friendlyYAML rewords yaml.v3's messages that name Go types.
-func friendlyYAML(msg string) string {
-	if strings.Contains(msg, "found character that cannot start any token") || strings.Contains(msg, "found a tab character") {
-		return msg + " (a tab? YAML indents with spaces only)"
-	}
-	if i := strings.Index(msg, " into "); strings.HasPrefix(msg, "cannot unmarshal ") && i > 0 {
-		what := strings.TrimPrefix(msg[:i], "cannot unmarshal ")
-		into := msg[i+len(" into "):]
-		switch {
-		case strings.Contains(into, "int"):
-			into = "a number"
-		case into == "bool":
-			into = "true or false"
-		case into == "string":
-			into = "a string"
-		case strings.HasPrefix(into, "[]"):
-			into = "a list"
-		case strings.HasPrefix(into, "map["), strings.Contains(into, "scenarios."):
-			into = "a mapping"
-		}
-		return fmt.Sprintf("got %s, want %s", strings.ReplaceAll(what, "!!", ""), into)
-	}
-	return msg
 }
 
 var (
@@ -295,11 +232,11 @@ func (l *loader) checkKnown(node *yaml.Node, t reflect.Type, path string) {
 			key, value := node.Content[i], node.Content[i+1]
 			ft, ok := fields[key.Value]
 			if !ok {
-				l.addf(key.Line, joinPath(path, key.Value), "unknown field%s; %s takes %s",
-					caseHint(key.Value, names), orTop(path), strings.Join(names, ", "))
+				l.addf(key.Line, yamlpath.Join(path, key.Value), "unknown field%s; %s takes %s",
+					yamlpath.CaseHint(key.Value, names), orTop(path), strings.Join(names, ", "))
 				continue
 			}
-			l.checkKnown(value, ft, joinPath(path, key.Value))
+			l.checkKnown(value, ft, yamlpath.Join(path, key.Value))
 		}
 	case reflect.Slice:
 		if node.Kind == yaml.SequenceNode {
@@ -310,20 +247,10 @@ func (l *loader) checkKnown(node *yaml.Node, t reflect.Type, path string) {
 	case reflect.Map:
 		if node.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(node.Content); i += 2 {
-				l.checkKnown(node.Content[i+1], t.Elem(), joinPath(path, node.Content[i].Value))
+				l.checkKnown(node.Content[i+1], t.Elem(), yamlpath.Join(path, node.Content[i].Value))
 			}
 		}
 	}
-}
-
-// caseHint says which field a wrongly cased key meant.
-func caseHint(key string, names []string) string {
-	for _, n := range names {
-		if strings.EqualFold(n, key) {
-			return fmt.Sprintf(" (keys are case-sensitive: did you mean %q?)", n)
-		}
-	}
-	return ""
 }
 
 func orTop(path string) string {
@@ -333,70 +260,8 @@ func orTop(path string) string {
 	return path
 }
 
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// pathAt returns the path of the deepest value that starts at the line, or "".
-func pathAt(node *yaml.Node, line int, path string) string {
-	found := ""
-	switch node.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(node.Content); i += 2 {
-			key, value := node.Content[i], node.Content[i+1]
-			p := joinPath(path, key.Value)
-			if key.Line == line || value.Line == line {
-				found = p
-			}
-			if deeper := pathAt(value, line, p); deeper != "" {
-				found = deeper
-			}
-		}
-	case yaml.SequenceNode:
-		for i, item := range node.Content {
-			p := fmt.Sprintf("%s[%d]", path, i)
-			if deeper := pathAt(item, line, p); deeper != "" {
-				found = deeper
-			} else if item.Line == line && found == "" {
-				found = p
-			}
-		}
-	}
-	return found
-}
-
-// at finds the node at a path of mapping keys (string) and sequence indexes (int); it returns
-// the deepest node found, so a problem with an absent field points at its parent.
-func at(node *yaml.Node, path ...any) *yaml.Node {
-	for _, step := range path {
-		next := (*yaml.Node)(nil)
-		switch s := step.(type) {
-		case string:
-			if node.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(node.Content); i += 2 {
-					if node.Content[i].Value == s {
-						next = node.Content[i+1]
-					}
-				}
-			}
-		case int:
-			if node.Kind == yaml.SequenceNode && s < len(node.Content) {
-				next = node.Content[s]
-			}
-		}
-		if next == nil {
-			return node
-		}
-		node = next
-	}
-	return node
-}
-
 func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
-	line := func(path ...any) int { return at(doc, path...).Line }
+	line := func(path ...any) int { return yamlpath.At(doc, path...).Line }
 	if sc.APIVersion != APIVersion {
 		l.addf(line("apiVersion"), "apiVersion", "must be %s, got %q", APIVersion, sc.APIVersion)
 	}
@@ -444,11 +309,11 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 		}
 	}
 	for i, src := range spec.Objects {
-		sc.Objects = append(sc.Objects, l.objects(src, at(doc, "spec", "objects", i), fmt.Sprintf("spec.objects[%d]", i))...)
+		sc.Objects = append(sc.Objects, l.objects(src, yamlpath.At(doc, "spec", "objects", i), fmt.Sprintf("spec.objects[%d]", i))...)
 	}
-	steps := at(doc, "spec", "steps")
+	steps := yamlpath.At(doc, "spec", "steps")
 	for i := range spec.Steps {
-		l.validateStep(sc, &spec.Steps[i], at(steps, i), fmt.Sprintf("spec.steps[%d]", i))
+		l.validateStep(sc, &spec.Steps[i], yamlpath.At(steps, i), fmt.Sprintf("spec.steps[%d]", i))
 	}
 }
 
@@ -459,7 +324,7 @@ func (l *loader) validateNodes(sc *Scenario, doc *yaml.Node) {
 	}
 	for i, n := range sc.Spec.Nodes {
 		path := fmt.Sprintf("spec.nodes[%d]", i)
-		node := at(doc, "spec", "nodes", i)
+		node := yamlpath.At(doc, "spec", "nodes", i)
 		pool := fakekubelet.NodePool{Name: n.Name, Count: 1, Labels: n.Labels, Capacity: corev1.ResourceList{}}
 		if n.Name == "" {
 			l.addf(node.Line, path+".name", "required: nodes are named <name>-0, <name>-1, ...")
@@ -470,7 +335,7 @@ func (l *loader) validateNodes(sc *Scenario, doc *yaml.Node) {
 		for name, value := range n.Capacity {
 			q, err := resource.ParseQuantity(value)
 			if err != nil {
-				l.addf(at(node, "capacity", name).Line, path+".capacity."+name, "bad quantity %q: %v", value, err)
+				l.addf(yamlpath.At(node, "capacity", name).Line, path+".capacity."+name, "bad quantity %q: %v", value, err)
 				continue
 			}
 			pool.Capacity[corev1.ResourceName(name)] = q
@@ -488,7 +353,7 @@ func (l *loader) validateNodes(sc *Scenario, doc *yaml.Node) {
 			if _, err := fmt.Sscanf(msg, "pools[%d]", &index); err != nil {
 				index = 0
 			}
-			l.addf(at(doc, "spec", "nodes", index).Line, "spec.nodes", "%s", strings.TrimPrefix(msg, "pools"))
+			l.addf(yamlpath.At(doc, "spec", "nodes", index).Line, "spec.nodes", "%s", strings.TrimPrefix(msg, "pools"))
 		}
 	}
 }
@@ -528,12 +393,12 @@ func (l *loader) objects(src ObjectSource, node *yaml.Node, path string) []Objec
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		l.addf(at(node, "file").Line, path+".file", "cannot read %s: %s", file, unwrapPathError(err))
+		l.addf(yamlpath.At(node, "file").Line, path+".file", "cannot read %s: %s", file, yamlpath.ReadError(err))
 		return nil
 	}
 	objs, problems := ReadManifests(file, data)
 	if len(objs) == 0 && len(problems) == 0 {
-		l.addf(at(node, "file").Line, path+".file", "%s holds no manifest", file)
+		l.addf(yamlpath.At(node, "file").Line, path+".file", "%s holds no manifest", file)
 	}
 	l.problems = append(l.problems, problems...)
 	return objs
@@ -654,12 +519,12 @@ func (l *loader) validateStep(sc *Scenario, s *Step, node *yaml.Node, path strin
 		return
 	}
 	if s.Timeout != nil && s.WaitFor == nil {
-		l.addf(at(node, "timeout").Line, path+".timeout", "only a waitFor step has a timeout")
+		l.addf(yamlpath.At(node, "timeout").Line, path+".timeout", "only a waitFor step has a timeout")
 	}
 	expr := func(field, source string) {
 		prg, err := compile(source, true)
 		if err != nil {
-			l.addf(at(node, field).Line, path+"."+field, "%v", err)
+			l.addf(yamlpath.At(node, field).Line, path+"."+field, "%v", err)
 		}
 		s.program = prg
 	}
@@ -669,7 +534,7 @@ func (l *loader) validateStep(sc *Scenario, s *Step, node *yaml.Node, path strin
 	case s.Expect != nil:
 		expr("expect", *s.Expect)
 	case s.Capture != nil:
-		capture := at(node, "capture")
+		capture := yamlpath.At(node, "capture")
 		if len(s.Capture) == 0 {
 			l.addf(capture.Line, path+".capture", "nothing to capture: give key: CEL pairs")
 		}
@@ -684,13 +549,13 @@ func (l *loader) validateStep(sc *Scenario, s *Step, node *yaml.Node, path strin
 		}
 	case s.Apply != nil:
 		if len(s.Apply) == 0 {
-			l.addf(at(node, "apply").Line, path+".apply", "nothing to apply")
+			l.addf(yamlpath.At(node, "apply").Line, path+".apply", "nothing to apply")
 		}
 		for i, src := range s.Apply {
-			s.ApplyObjects = append(s.ApplyObjects, l.objects(src, at(node, "apply", i), fmt.Sprintf("%s.apply[%d]", path, i))...)
+			s.ApplyObjects = append(s.ApplyObjects, l.objects(src, yamlpath.At(node, "apply", i), fmt.Sprintf("%s.apply[%d]", path, i))...)
 		}
 	case s.Delete != nil:
-		d := at(node, "delete")
+		d := yamlpath.At(node, "delete")
 		if s.Delete.Kind == "" {
 			l.addf(d.Line, path+".delete.kind", "required: the kind of the object, such as Pod or JobSet")
 		}
@@ -698,34 +563,34 @@ func (l *loader) validateStep(sc *Scenario, s *Step, node *yaml.Node, path strin
 			l.addf(d.Line, path+".delete.name", "required: the name of the object")
 		}
 		if g := s.Delete.GracePeriodSeconds; g != nil && *g < 0 {
-			l.addf(at(d, "gracePeriodSeconds").Line, path+".delete.gracePeriodSeconds", "must not be negative, got %d", *g)
+			l.addf(yamlpath.At(d, "gracePeriodSeconds").Line, path+".delete.gracePeriodSeconds", "must not be negative, got %d", *g)
 		}
 	case s.ExitContainer != nil:
-		e := at(node, "exitContainer")
-		l.podRef(s.ExitContainer.Pod, at(e, "pod"), path+".exitContainer.pod")
+		e := yamlpath.At(node, "exitContainer")
+		l.podRef(s.ExitContainer.Pod, yamlpath.At(e, "pod"), path+".exitContainer.pod")
 		l.required(s.ExitContainer.Container, e, path+".exitContainer.container")
 		if c := s.ExitContainer.ExitCode; c == nil {
 			l.addf(e.Line, path+".exitContainer.exitCode", "required: the code the process exits with (0-255)")
 		} else if *c < 0 || *c > 255 {
-			l.addf(at(e, "exitCode").Line, path+".exitContainer.exitCode", "must be 0-255, got %d", *c)
+			l.addf(yamlpath.At(e, "exitCode").Line, path+".exitContainer.exitCode", "must be 0-255, got %d", *c)
 		}
 	case s.OOMKill != nil:
-		e := at(node, "oomKill")
-		l.podRef(s.OOMKill.Pod, at(e, "pod"), path+".oomKill.pod")
+		e := yamlpath.At(node, "oomKill")
+		l.podRef(s.OOMKill.Pod, yamlpath.At(e, "pod"), path+".oomKill.pod")
 		l.required(s.OOMKill.Container, e, path+".oomKill.container")
 	case s.Exec != nil:
-		e := at(node, "exec")
-		l.podRef(s.Exec.Pod, at(e, "pod"), path+".exec.pod")
+		e := yamlpath.At(node, "exec")
+		l.podRef(s.Exec.Pod, yamlpath.At(e, "pod"), path+".exec.pod")
 		l.required(s.Exec.Container, e, path+".exec.container")
 		if len(s.Exec.Command) == 0 {
 			l.addf(e.Line, path+".exec.command", "required: the command and its arguments, such as [touch, /tmp/exit3]")
 		}
 	case s.FailNode != nil:
-		l.nodeTarget(sc, s.FailNode, at(node, "failNode"), path+".failNode")
+		l.nodeTarget(sc, s.FailNode, yamlpath.At(node, "failNode"), path+".failNode")
 	case s.RecoverNode != nil:
-		l.nodeTarget(sc, s.RecoverNode, at(node, "recoverNode"), path+".recoverNode")
+		l.nodeTarget(sc, s.RecoverNode, yamlpath.At(node, "recoverNode"), path+".recoverNode")
 	case s.RestartKubelet != nil:
-		l.nodeTarget(sc, s.RestartKubelet, at(node, "restartKubelet"), path+".restartKubelet")
+		l.nodeTarget(sc, s.RestartKubelet, yamlpath.At(node, "restartKubelet"), path+".restartKubelet")
 	}
 }
 
@@ -744,14 +609,14 @@ func (l *loader) podRef(p PodRef, node *yaml.Node, path string) {
 		l.addf(node.Line, path, "give name, or selector (and index), not both")
 	case p.Name != "":
 		for _, msg := range validation.IsDNS1123Subdomain(p.Name) {
-			l.addf(at(node, "name").Line, path+".name", "%q is not a pod name: %s", p.Name, msg)
+			l.addf(yamlpath.At(node, "name").Line, path+".name", "%q is not a pod name: %s", p.Name, msg)
 		}
 	default:
 		if _, err := labels.Parse(p.Selector); err != nil {
-			l.addf(at(node, "selector").Line, path+".selector", "bad label selector %q: %v", p.Selector, err)
+			l.addf(yamlpath.At(node, "selector").Line, path+".selector", "bad label selector %q: %v", p.Selector, err)
 		}
 		if p.Index != nil && *p.Index < 0 {
-			l.addf(at(node, "index").Line, path+".index", "must not be negative, got %d", *p.Index)
+			l.addf(yamlpath.At(node, "index").Line, path+".index", "must not be negative, got %d", *p.Index)
 		}
 	}
 }
@@ -764,7 +629,7 @@ func (l *loader) nodeTarget(sc *Scenario, t *NodeTarget, node *yaml.Node, path s
 	case t.Node != "" && t.NodeOf != nil:
 		l.addf(node.Line, path, "give node or nodeOf, not both")
 	case t.NodeOf != nil:
-		l.podRef(*t.NodeOf, at(node, "nodeOf"), path+".nodeOf")
+		l.podRef(*t.NodeOf, yamlpath.At(node, "nodeOf"), path+".nodeOf")
 	default:
 		names := sc.nodeNames()
 		if !names[t.Node] {
@@ -773,16 +638,7 @@ func (l *loader) nodeTarget(sc *Scenario, t *NodeTarget, node *yaml.Node, path s
 				known = append(known, n)
 			}
 			slices.Sort(known)
-			l.addf(at(node, "node").Line, path+".node", "no node %q in this scenario; its nodes are %s", t.Node, strings.Join(known, ", "))
+			l.addf(yamlpath.At(node, "node").Line, path+".node", "no node %q in this scenario; its nodes are %s", t.Node, strings.Join(known, ", "))
 		}
 	}
-}
-
-// unwrapPathError drops the path an *os.PathError repeats.
-func unwrapPathError(err error) string {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
 }

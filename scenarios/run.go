@@ -74,6 +74,8 @@ type Result struct {
 	Err error
 	// Wall is the wall time of the whole run, cluster start-up included.
 	Wall time.Duration
+	// Captured are the values the capture steps stored, by key.
+	Captured map[string]any
 }
 
 // Passed reports whether the scenario passed.
@@ -157,6 +159,9 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 			break
 		}
 	}
+	r.obs.mu.Lock()
+	res.Captured = r.obs.captured
+	r.obs.mu.Unlock()
 	if r.obs.traceErr != nil {
 		res.Err = fmt.Errorf("writing the trace: %w", r.obs.traceErr)
 	}
