@@ -104,7 +104,7 @@ func drill(ctx context.Context, docs []*Document, opts DrillOptions, base envtes
 	}
 	plan := planDrill(js)
 	res := &DrillResult{JobSet: js.Name, Pods: plan.pods, ExitCode: plan.exitCode, Timing: opts.Timing,
-		Worker: fmt.Sprintf("container %s of replicated Job %s's first pod", plan.worker, plan.replicatedJob)}
+		Worker: fmt.Sprintf("container %s of the first pod of replicated Job %s", plan.worker, plan.replicatedJob)}
 	data, err := yaml.Marshal(plan.scenario(js, opts))
 	if err != nil {
 		return &DrillResult{Skipped: err.Error()}
