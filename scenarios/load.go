@@ -556,11 +556,19 @@ func (l *loader) validateStep(sc *Scenario, s *Step, node *yaml.Node, path strin
 		}
 	case s.Delete != nil:
 		d := yamlpath.At(node, "delete")
-		if s.Delete.Kind == "" {
-			l.addf(d.Line, path+".delete.kind", "required: the kind of the object, such as Pod or JobSet")
-		}
-		if s.Delete.Name == "" {
-			l.addf(d.Line, path+".delete.name", "required: the name of the object")
+		switch {
+		case s.Delete.Pod != nil:
+			if s.Delete.Kind != "" || s.Delete.Name != "" || s.Delete.APIVersion != "" {
+				l.addf(d.Line, path+".delete", "pod names the pod to delete: give it instead of kind and name, not with them")
+			}
+			l.podRef(*s.Delete.Pod, yamlpath.At(d, "pod"), path+".delete.pod")
+		default:
+			if s.Delete.Kind == "" {
+				l.addf(d.Line, path+".delete.kind", "required: the kind of the object, such as Pod or JobSet (or pod: POD)")
+			}
+			if s.Delete.Name == "" {
+				l.addf(d.Line, path+".delete.name", "required: the name of the object")
+			}
 		}
 		if g := s.Delete.GracePeriodSeconds; g != nil && *g < 0 {
 			l.addf(yamlpath.At(d, "gracePeriodSeconds").Line, path+".delete.gracePeriodSeconds", "must not be negative, got %d", *g)

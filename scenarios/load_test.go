@@ -110,6 +110,8 @@ func TestMalformedScenarios(t *testing.T) {
 		{"two actions in a step", "  - expect: 'pods.map(p, p.metadata.uid) == captured.uids'\n", "s.yaml:43: spec.steps[4]: 2 actions (expect, sleep): a step takes exactly one"},
 		{"bad pod reference", "  - exitContainer: {pod: {selector: \"jobset.sigs.k8s.io/job-index=0\", index: 0}, container: worker, exitCode: 3}\n", "s.yaml:40: spec.steps[2].exitContainer.pod: give name, or selector (and index), not both"},
 		{"tab", "  timing: fast\n", "s.yaml:7: found a tab character that violates indentation (a tab? YAML indents with spaces only)"},
+		{"delete by pod and by name", "", "s.yaml:44: spec.steps[5].delete: pod names the pod to delete: give it instead of kind and name, not with them"},
+		{"delete by a bad pod reference", "", "s.yaml:44: spec.steps[5].delete.pod.selector: bad label selector"},
 		{"unknown node", "  - expect: 'pods.map(p, p.metadata.uid) == captured.uids'\n", "s.yaml:44: spec.steps[5].failNode.node: no node \"gpu-0\" in this scenario; its nodes are pool-a-0, pool-a-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,6 +135,10 @@ func TestMalformedScenarios(t *testing.T) {
 				content = strings.Replace(valid, "  timing: fast", "\ttiming: fast", 1)
 			case "unknown node":
 				content = valid + "  - failNode: {node: gpu-0}\n"
+			case "delete by pod and by name":
+				content = valid + "  - delete: {kind: Pod, name: a, pod: {name: a}}\n"
+			case "delete by a bad pod reference":
+				content = valid + "  - delete: {pod: {selector: 'a in (b'}}\n"
 			default:
 				content = strings.Replace(valid, strings.SplitN(tc.edit, "\n", 2)[0]+"\n", tc.edit, 1)
 			}

@@ -191,6 +191,8 @@ func (s *Step) title() string {
 		return "sleep " + s.Sleep.String()
 	case s.Apply != nil:
 		return fmt.Sprintf("apply %d object(s)", len(s.ApplyObjects))
+	case s.Delete != nil && s.Delete.Pod != nil:
+		return fmt.Sprintf("delete pod %s", s.Delete.Pod)
 	case s.Delete != nil:
 		return fmt.Sprintf("delete %s %s", s.Delete.Kind, s.Delete.Name)
 	case s.ExitContainer != nil:
@@ -316,6 +318,10 @@ func (r *runner) step(ctx context.Context, s *Step) string {
 		if err := r.apply(ctx, s.ApplyObjects); err != nil {
 			return err.Error()
 		}
+	case s.Delete != nil && s.Delete.Pod != nil:
+		return r.onPod(ctx, *s.Delete.Pod, func(pod *corev1.Pod) error {
+			return r.delete(ctx, &DeleteAction{Kind: "Pod", Name: pod.Name, Namespace: pod.Namespace, GracePeriodSeconds: s.Delete.GracePeriodSeconds})
+		})
 	case s.Delete != nil:
 		if err := r.delete(ctx, s.Delete); err != nil {
 			return err.Error()

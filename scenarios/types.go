@@ -145,6 +145,9 @@ type DeleteAction struct {
 	Name               string `yaml:"name"`
 	Namespace          string `yaml:"namespace"`
 	GracePeriodSeconds *int64 `yaml:"gracePeriodSeconds"`
+	// Pod (a restartbed extension) names the pod to delete by name or selector, instead of kind
+	// and name: a Job's pods have generated names.
+	Pod *PodRef `yaml:"pod"`
 }
 
 // ExitContainer makes a running container's process exit with a code.
