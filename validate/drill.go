@@ -39,7 +39,8 @@ type DrillResult struct {
 	Completed bool `json:"completed"`
 	// GroupRestart is the time from the worker's exit to every worker running again.
 	GroupRestart time.Duration `json:"groupRestartNanoseconds,omitempty"`
-	// Recreated counts the pods replaced rather than restarted in place.
+	// Recreated counts the pods replaced rather than restarted in place; -1 when the drill did
+	// not get that far.
 	Recreated int    `json:"recreated"`
 	Timing    string `json:"timing,omitempty"`
 	// Report is the step-by-step report of the run, with the pod table when a step failed.
@@ -103,7 +104,7 @@ func drill(ctx context.Context, docs []*Document, opts DrillOptions, base envtes
 		opts.Timeout = 3 * time.Minute
 	}
 	plan := planDrill(js)
-	res := &DrillResult{JobSet: js.Name, Pods: plan.pods, ExitCode: plan.exitCode, Timing: opts.Timing,
+	res := &DrillResult{JobSet: js.Name, Pods: plan.pods, ExitCode: plan.exitCode, Timing: opts.Timing, Recreated: -1,
 		Worker: fmt.Sprintf("container %s of the first pod of replicated Job %s", plan.worker, plan.replicatedJob)}
 	data, err := yaml.Marshal(plan.scenario(js, opts))
 	if err != nil {

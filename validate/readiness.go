@@ -35,13 +35,12 @@ var agentPermissions = []struct{ group, resource, verb, why string }{
 // checks: an agent in every pod, configured to match its probe and rules, workers whose exits
 // restart the pod in place, and the agent's permissions when the files hold RBAC.
 type readiness struct {
-	docs []*Document
 	add  func(Finding)
 	rbac rbacFiles
 }
 
 func checkReadiness(docs []*Document, add func(Finding)) {
-	r := &readiness{docs: docs, add: add, rbac: collectRBAC(docs)}
+	r := &readiness{add: add, rbac: collectRBAC(docs)}
 	for _, d := range docs {
 		if d.Kind() != "JobSet" {
 			continue
@@ -232,28 +231,13 @@ func (r *readiness) agentRules(d *Document, a agentRef, cfg agent.Config, base s
 		return
 	}
 	if !cfg.Sidecar() {
-		if rule := firstMatching(a.c, code); rule != nil && rule.Action == corev1.ContainerRestartRuleActionRestart {
+		if rule := restart.MatchingRule(a.c, code); rule != nil && rule.Action == corev1.ContainerRestartRuleActionRestart {
 			return // main-container mode: restarting the agent alone restarts the worker it runs
 		}
 	}
 	r.report(d, Error, a.path(base)+".restartPolicyRules",
 		"the agent exits with code %d (%s) to restart its pod in place, but no RestartAllContainers rule of this container matches %d, so %s; add {action: RestartAllContainers, exitCodes: {operator: In, values: [%d]}} (JobSet's example uses NotIn [0])",
 		code, source, code, exitOutcome(a.c, code), code)
-}
-
-// firstMatching is the first restart rule matching an exit code, or nil.
-func firstMatching(c *corev1.Container, code int32) *corev1.ContainerRestartRule {
-	for i := range c.RestartPolicyRules {
-		rule := &c.RestartPolicyRules[i]
-		if rule.ExitCodes == nil {
-			continue
-		}
-		listed := slices.Contains(rule.ExitCodes.Values, code)
-		if (rule.ExitCodes.Operator == corev1.ContainerRestartRuleOnExitCodesOpIn) == listed {
-			return rule
-		}
-	}
-	return nil
 }
 
 // exitOutcome says what an exit does instead of restarting all containers.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/envtest/controlplane"
+	"github.com/restartbed/restartbed/timing"
 	"github.com/restartbed/restartbed/validate"
 )
 
@@ -20,6 +22,7 @@ type validateFlags struct {
 	dryRun       bool
 	drill        bool
 	drillTimeout time.Duration
+	drillTiming  string
 	featureGates map[string]bool
 }
 
@@ -60,6 +63,9 @@ Every check is documented in docs/validate.md.`,
 			if _, err := envtest.ResolveFeatureGates(f.featureGates); err != nil {
 				return exitError{code: exitInvalid, err: fmt.Errorf("--feature-gates: %w", err)}
 			}
+			if _, err := timing.ByName(f.drillTiming); err != nil {
+				return exitError{code: exitInvalid, err: fmt.Errorf("--drill-timing: %w", err)}
+			}
 			if f.drill && !f.dryRun {
 				return exitError{code: exitInvalid, err: fmt.Errorf("--drill needs the dry-run: drop --dry-run=false")}
 			}
@@ -71,6 +77,8 @@ Every check is documented in docs/validate.md.`,
 	cmd.Flags().Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates",
 		"gates of the dry-run apiserver (and the drill's kubelets), merged over restartbed's defaults: A=true,B=false")
 	cmd.Flags().BoolVar(&f.drill, "drill", false, "run the manifests on emulated nodes, crash one worker and time the group restart")
+	cmd.Flags().StringVar(&f.drillTiming, "drill-timing", timing.Realistic().Name,
+		fmt.Sprintf("timing profile of the drill's cluster: %s", strings.Join(timing.Names(), " or ")))
 	cmd.Flags().DurationVar(&f.drillTimeout, "drill-timeout", 3*time.Minute, "how long the drill waits for the pods to start and for the group restart")
 	return cmd
 }
@@ -81,7 +89,7 @@ func runValidate(ctx context.Context, out, progress io.Writer, paths []string, f
 		Cluster: envtest.Options{Assets: controlplane.Options{Progress: progress}, Logger: &logger, FeatureGates: f.featureGates},
 	}
 	if f.drill {
-		opts.Drill = &validate.DrillOptions{Timeout: f.drillTimeout}
+		opts.Drill = &validate.DrillOptions{Timeout: f.drillTimeout, Timing: f.drillTiming}
 	}
 	rep, err := validate.Run(ctx, paths, opts)
 	if err != nil {

@@ -18,10 +18,10 @@ type Rules struct {
 	RestartAll bool
 }
 
-// matchingRule returns the first rule of c whose exit codes match, or nil. A rule without
+// MatchingRule returns the first rule of c whose exit codes match, or nil. A rule without
 // exitCodes or with an unknown operator never matches; In with no values matches nothing, and
 // NotIn with no values matches everything.
-func matchingRule(c *corev1.Container, exitCode int32) *corev1.ContainerRestartRule {
+func MatchingRule(c *corev1.Container, exitCode int32) *corev1.ContainerRestartRule {
 	for i := range c.RestartPolicyRules {
 		rule := &c.RestartPolicyRules[i]
 		if rule.ExitCodes == nil {
@@ -47,7 +47,7 @@ func matchingRule(c *corev1.Container, exitCode int32) *corev1.ContainerRestartR
 // without a match the container's policy decides, and without one the pod's.
 func (r Rules) ShouldRestart(c *corev1.Container, pod corev1.RestartPolicy, exitCode int32) bool {
 	if c.RestartPolicy != nil {
-		if rule := matchingRule(c, exitCode); rule != nil {
+		if rule := MatchingRule(c, exitCode); rule != nil {
 			switch rule.Action {
 			case corev1.ContainerRestartRuleActionRestart:
 				return true
@@ -82,7 +82,7 @@ func (r Rules) RestartsAll(c *corev1.Container, exitCode int32) bool {
 	if !r.RestartAll {
 		return false
 	}
-	rule := matchingRule(c, exitCode)
+	rule := MatchingRule(c, exitCode)
 	return rule != nil && rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers
 }
 
