@@ -36,8 +36,8 @@ kubectl: ## Find or unpack Debian's kubectl (the up test drives it); prints its 
 	@hack/debian-kubectl.sh
 
 .PHONY: test
-test: envtest-assets ## Everything: unit tests, the envtest suites and the library consumer, with the race detector.
-	KUBECTL=$$(hack/debian-kubectl.sh) $(GO) test $(GOTEST_FLAGS) ./...
+test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and the library consumer, with the race detector.
+	$(GO) test $(GOTEST_FLAGS) ./...
 	cd examples/consumer && $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit

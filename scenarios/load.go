@@ -446,16 +446,8 @@ func toObject(node *yaml.Node) (*unstructured.Unstructured, string) {
 	if node.Kind != yaml.MappingNode {
 		return nil, "a manifest must be a mapping with apiVersion, kind and metadata"
 	}
-	var m map[string]any
-	if err := node.Decode(&m); err != nil {
-		return nil, err.Error()
-	}
-	data, err := json.Marshal(m)
+	obj, err := yamlpath.ToUnstructured(node)
 	if err != nil {
-		return nil, fmt.Sprintf("not representable as JSON: %v", err)
-	}
-	obj := &unstructured.Unstructured{}
-	if err := obj.UnmarshalJSON(data); err != nil {
 		return nil, err.Error()
 	}
 	if obj.GetName() == "" && obj.GetGenerateName() == "" {

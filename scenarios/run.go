@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -232,9 +231,8 @@ func (r *runner) setUp(ctx, watchCtx context.Context) error {
 	if r.dyn, err = dynamic.NewForConfig(r.cluster.Config); err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.sc.Spec.Namespace}}
-	if err := r.cluster.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+	if err := r.cluster.EnsureNamespace(ctx, r.sc.Spec.Namespace); err != nil {
+		return err
 	}
 	if err := r.obs.watch(watchCtx, r.dyn, r.sc.Spec.Namespace); err != nil {
 		return err
@@ -266,11 +264,10 @@ func Apply(ctx context.Context, cluster *envtest.Cluster, dyn dynamic.Interface,
 				u.SetNamespace(namespace)
 			}
 			if !made[u.GetNamespace()] {
-				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: u.GetNamespace()}}
-				if err := cluster.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-					return fmt.Errorf("%s: creating namespace %s: %w", obj.Origin, ns.Name, err)
+				if err := cluster.EnsureNamespace(ctx, u.GetNamespace()); err != nil {
+					return fmt.Errorf("%s: %w", obj.Origin, err)
 				}
-				made[ns.Name] = true
+				made[u.GetNamespace()] = true
 			}
 			ri = dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
 		}

@@ -58,6 +58,16 @@ func (d *Document) lineOf(path string) int {
 	return d.Line
 }
 
+// finding is a finding at a field path of the document, at the document's first line when the
+// path is "".
+func (d *Document) finding(sev Severity, check Check, path, msg string) Finding {
+	line := d.Line
+	if path != "" {
+		line = d.lineOf(path)
+	}
+	return Finding{File: d.File, Line: line, Severity: sev, Path: path, Message: msg, Check: check}
+}
+
 // placeholderLine is a line that holds nothing but an ellipsis, as design documents write to
 // elide fields.
 var placeholderLine = regexp.MustCompile(`^\s*(\.\.\.|…)\s*(#.*)?$`)
@@ -189,36 +199,12 @@ func copyNode(n *yaml.Node) *yaml.Node {
 // toObject decodes a mapping node into an unstructured object; it fails when the document has
 // no apiVersion or kind.
 func toObject(n *yaml.Node) (*unstructured.Unstructured, error) {
-	var content map[string]any
-	if err := n.Decode(&content); err != nil {
+	u, err := yamlpath.ToUnstructured(n)
+	if err != nil {
 		return nil, err
 	}
-	u := &unstructured.Unstructured{Object: jsonCompatible(content).(map[string]any)}
 	if u.GetAPIVersion() == "" || u.GetKind() == "" {
 		return nil, errors.New("no apiVersion or kind")
 	}
 	return u, nil
-}
-
-// jsonCompatible converts what yaml.v3 decodes (int, map[string]any) into what unstructured
-// objects hold (int64, float64, map[string]any).
-func jsonCompatible(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			t[k] = jsonCompatible(e)
-		}
-		return t
-	case []any:
-		for i, e := range t {
-			t[i] = jsonCompatible(e)
-		}
-		return t
-	case int:
-		return int64(t)
-	case uint64:
-		return int64(t)
-	default:
-		return v
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,8 +45,8 @@ func (r *dryRunner) run(ctx context.Context, d *Document) bool {
 	gvk := u.GroupVersionKind()
 	mapping, err := r.cluster.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		r.add(Finding{File: d.File, Line: d.lineOf("kind"), Severity: Warning, Path: "kind", Check: CheckApiserver,
-			Message: fmt.Sprintf("%s %s is not served by a 1.35 apiserver with JobSet v0.12 installed (is its CRD among the files?); not checked", u.GetAPIVersion(), u.GetKind())})
+		r.add(d.finding(Warning, CheckApiserver, "kind",
+			fmt.Sprintf("%s %s is not served by a 1.35 apiserver with JobSet v0.12 installed (is its CRD among the files?); not checked", u.GetAPIVersion(), u.GetKind())))
 		return false
 	}
 	ri := dynamic.ResourceInterface(r.dyn.Resource(mapping.Resource))
@@ -56,7 +55,7 @@ func (r *dryRunner) run(ctx context.Context, d *Document) bool {
 			u.SetNamespace(metav1.NamespaceDefault)
 		}
 		if err := r.ensureNamespace(ctx, u.GetNamespace()); err != nil {
-			r.add(Finding{File: d.File, Line: d.lineOf("metadata.namespace"), Severity: Error, Path: "metadata.namespace", Check: CheckApiserver, Message: err.Error()})
+			r.add(d.finding(Error, CheckApiserver, "metadata.namespace", err.Error()))
 			return false
 		}
 		ri = r.dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
@@ -78,9 +77,8 @@ func (r *dryRunner) ensureNamespace(ctx context.Context, name string) error {
 	if r.namespaces[name] {
 		return nil
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := r.cluster.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("namespace %q cannot exist: %w", name, err)
+	if err := r.cluster.EnsureNamespace(ctx, name); err != nil {
+		return err
 	}
 	r.namespaces[name] = true
 	return nil
@@ -139,7 +137,7 @@ var unknownField = regexp.MustCompile(`unknown field "([^"]+)"`)
 func (r *dryRunner) refused(d *Document, err error, mapPath func(string) string, prefix string) {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
-		r.add(Finding{File: d.File, Line: d.Line, Severity: Error, Check: CheckApiserver, Message: prefix + err.Error()})
+		r.add(d.finding(Error, CheckApiserver, "", prefix+err.Error()))
 		return
 	}
 	s := status.Status()
@@ -147,17 +145,16 @@ func (r *dryRunner) refused(d *Document, err error, mapPath func(string) string,
 		if m := unknownField.FindAllStringSubmatch(s.Message, -1); m != nil {
 			for _, g := range m {
 				path := mapPath(g[1])
-				r.add(Finding{File: d.File, Line: d.lineOf(path), Severity: Error, Path: path, Check: CheckApiserver, Message: prefix + "unknown field (strict decoding)"})
+				r.add(d.finding(Error, CheckApiserver, path, prefix+"unknown field (strict decoding)"))
 			}
 			return
 		}
-		r.add(Finding{File: d.File, Line: d.Line, Severity: Error, Check: CheckApiserver, Message: prefix + s.Message})
+		r.add(d.finding(Error, CheckApiserver, "", prefix+s.Message))
 		return
 	}
 	for _, c := range s.Details.Causes {
 		path := mapPath(c.Field)
-		r.add(Finding{File: d.File, Line: d.lineOf(path), Severity: Error, Path: path, Check: CheckApiserver,
-			Message: prefix + c.Message + releasedFix(path, c.Message)})
+		r.add(d.finding(Error, CheckApiserver, path, prefix+c.Message+releasedFix(path, c.Message)))
 	}
 }
 

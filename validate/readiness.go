@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -54,7 +55,7 @@ func checkReadiness(docs []*Document, add func(Finding)) {
 }
 
 func (r *readiness) report(d *Document, sev Severity, path, format string, args ...any) {
-	r.add(Finding{File: d.File, Line: d.lineOf(path), Severity: sev, Path: path, Message: fmt.Sprintf(format, args...), Check: CheckReadiness})
+	r.add(d.finding(sev, CheckReadiness, path, fmt.Sprintf(format, args...)))
 }
 
 // jobSet checks every replicated Job's pod template of a JobSet.
@@ -146,14 +147,14 @@ func (r *readiness) agentConfig(d *Document, js *jobsetv1alpha2.JobSet, spec *co
 	}
 	// Draft names the released agent ignores.
 	if envIndex(c, agent.EnvExitCodeDraft) >= 0 {
-		r.add(Finding{File: d.File, Line: d.lineOf(envPath(agent.EnvExitCodeDraft)), Severity: Warning, Path: envPath(agent.EnvExitCodeDraft), Check: CheckDraft,
-			Message: fmt.Sprintf("%s is KEP-467's draft name: the released agent reads %s and ignores this one, so it exits with %s's value or %d (restartbed's agent accepts the draft name too)",
-				agent.EnvExitCodeDraft, agent.EnvExitCode, agent.EnvExitCode, agent.DefaultExitCode)})
+		r.add(d.finding(Warning, CheckDraft, envPath(agent.EnvExitCodeDraft), fmt.Sprintf(
+			"%s is KEP-467's draft name: the released agent reads %s and ignores this one, so it exits with %s's value or %d (restartbed's agent accepts the draft name too)",
+			agent.EnvExitCodeDraft, agent.EnvExitCode, agent.EnvExitCode, agent.DefaultExitCode)))
 	}
 	if envIndex(c, agent.EnvNamespace) >= 0 {
-		r.add(Finding{File: d.File, Line: d.lineOf(envPath(agent.EnvNamespace)), Severity: Warning, Path: envPath(agent.EnvNamespace), Check: CheckDraft,
-			Message: fmt.Sprintf("the released agent ignores %s (KEP-467's draft): it reads its namespace from %s, so the pod must mount its service-account token",
-				agent.EnvNamespace, agent.ServiceAccountNSFile)})
+		r.add(d.finding(Warning, CheckDraft, envPath(agent.EnvNamespace), fmt.Sprintf(
+			"the released agent ignores %s (KEP-467's draft): it reads its namespace from %s, so the pod must mount its service-account token",
+			agent.EnvNamespace, agent.ServiceAccountNSFile)))
 	}
 	lookup := func(name string) (string, bool) {
 		if name == agent.EnvExitCodeDraft || name == agent.EnvNamespace {
@@ -441,13 +442,7 @@ func (r *readiness) permissions(d *Document, spec *corev1.PodSpec, namespace, ba
 		}
 	}
 	if len(unknownRoles) > 0 {
-		names := slices.Sorted(func(yield func(string) bool) {
-			for n := range unknownRoles {
-				if !yield(n) {
-					return
-				}
-			}
-		})
+		names := slices.Sorted(maps.Keys(unknownRoles))
 		r.report(d, Warning, base+".serviceAccountName", "service account %q is bound to %s, which the files do not hold; what it grants is not checked", sa, strings.Join(names, ", "))
 	}
 	var missing []string

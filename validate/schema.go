@@ -57,10 +57,7 @@ func checkSchema(doc *Document, scheme *runtime.Scheme, letters map[string]int, 
 		keys := mappingKeys(doc.Fixed)
 		for _, want := range []string{"apiVersion", "kind"} {
 			if yamlpath.Value(doc.Fixed, want) == nil {
-				msg := "required: every manifest names its " + want
-				if hint := yamlpath.CaseHint(want, keys); hint == "" {
-					msg = fmt.Sprintf("required%s", yamlpath.CaseHint(want, keys))
-				}
+				msg := "required: every manifest names its " + want + yamlpath.CaseHint(want, keys)
 				add(Finding{File: doc.File, Line: doc.Fixed.Line, Severity: Error, Path: want, Message: msg, Check: CheckParse})
 			}
 		}
@@ -221,15 +218,6 @@ func (w *schemaWalker) walk(n *yaml.Node, t reflect.Type, path, raw string) bool
 			}
 		}
 		n.Content = kept
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n.Kind == yaml.ScalarNode && n.Style == 0 && letter.MatchString(n.Value) {
-			return w.placeholder(n, t, path)
-		}
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-			w.report(n, path, "got %s, want a whole number", describe(n))
-			return false
-		}
 	case reflect.Float32, reflect.Float64:
 		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
 			w.report(n, path, "got %s, want a number", describe(n))
@@ -248,8 +236,24 @@ func (w *schemaWalker) walk(n *yaml.Node, t reflect.Type, path, raw string) bool
 		if angled.MatchString(n.Value) {
 			return w.placeholder(n, t, path)
 		}
+	default: // the integer kinds
+		if !isInteger(t.Kind()) {
+			return true
+		}
+		if n.Kind == yaml.ScalarNode && n.Style == 0 && letter.MatchString(n.Value) {
+			return w.placeholder(n, t, path)
+		}
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+			w.report(n, path, "got %s, want a whole number", describe(n))
+			return false
+		}
 	}
 	return true
+}
+
+// isInteger reports whether a kind holds whole numbers.
+func isInteger(k reflect.Kind) bool {
+	return reflect.Int <= k && k <= reflect.Uint64
 }
 
 // placeholder reports a placeholder and mends it: a number becomes 1 (a letter, an exit code of
@@ -262,9 +266,8 @@ func (w *schemaWalker) placeholder(n *yaml.Node, t reflect.Type, path string) bo
 	default:
 		w.report(n, path, "placeholder %q: the document leaves this value to the reader; write it", n.Value)
 	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	switch {
+	case isInteger(t.Kind()):
 		value := 1
 		if letter.MatchString(n.Value) {
 			code, ok := w.letters[n.Value]
@@ -276,7 +279,7 @@ func (w *schemaWalker) placeholder(n *yaml.Node, t reflect.Type, path string) bo
 		}
 		n.Value, n.Tag, n.Style = strconv.Itoa(value), "!!int", 0
 		return true
-	case reflect.String:
+	case t.Kind() == reflect.String:
 		n.Value, n.Tag, n.Style = placeholderString, "!!str", 0
 		return true
 	}

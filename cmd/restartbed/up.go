@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,13 +106,11 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 		opts.Timing = &profile
 	}
 	if len(f.featureGates) > 0 {
-		gates := map[string]bool{}
-		for k, v := range opts.FeatureGates {
-			gates[k] = v
+		gates := maps.Clone(opts.FeatureGates)
+		if gates == nil {
+			gates = map[string]bool{}
 		}
-		for k, v := range f.featureGates {
-			gates[k] = v
-		}
+		maps.Copy(gates, f.featureGates)
 		opts.FeatureGates = gates
 	}
 	return opts, sc, nil

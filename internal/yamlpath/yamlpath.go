@@ -1,10 +1,12 @@
 // Package yamlpath relates YAML node trees (go.yaml.in/yaml/v3) to the field paths users read in
 // messages — "spec.replicatedJobs[0].template.spec.backoffLimit", as the apiserver writes them —
 // and to lines: find the node a path names, name the path at a line, turn yaml.v3's errors into
-// line-numbered messages without Go type names. The scenario loader and validate share it.
+// line-numbered messages without Go type names, and decode a manifest's node into an object. The
+// scenario loader and validate share it.
 package yamlpath
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Join appends a mapping key to a path.
@@ -188,6 +191,25 @@ func Friendly(msg string) string {
 		return fmt.Sprintf("got %s, want %s", strings.ReplaceAll(what, "!!", ""), into)
 	}
 	return msg
+}
+
+// ToUnstructured converts a manifest's node to an unstructured object through its JSON form, as
+// the apiserver reads a manifest; it fails as unstructured.Unstructured.UnmarshalJSON does, on a
+// missing kind for one.
+func ToUnstructured(n *yaml.Node) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("not representable as JSON: %w", err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(data); err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
 
 // FileProblem is a path Files could not use.

@@ -16,20 +16,18 @@ import (
 	"time"
 )
 
-// kubectl finds the kubectl the test drives: $KUBECTL (make test sets it to Debian's, from
-// hack/debian-kubectl.sh), else the one on PATH. Without either the test is skipped, except in CI.
+// kubectl is the kubectl the test drives: Debian's, which hack/debian-kubectl.sh unpacks into the
+// user cache the first time (or $KUBECTL, which the script prints when it is set).
 func kubectl(t *testing.T) string {
-	if k := os.Getenv("KUBECTL"); k != "" {
-		return k
+	out, err := exec.Command("../../hack/debian-kubectl.sh").Output()
+	if err != nil {
+		var stderr []byte
+		if exit, ok := err.(*exec.ExitError); ok {
+			stderr = exit.Stderr
+		}
+		t.Fatalf("getting Debian's kubectl: %v\n%s", err, stderr)
 	}
-	if k, err := exec.LookPath("kubectl"); err == nil {
-		return k
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("no kubectl: run the tests with make test, which provides Debian's")
-	}
-	t.Skip("no kubectl: set KUBECTL or run make kubectl")
-	return ""
+	return strings.TrimSpace(string(out))
 }
 
 // buildCLI builds cmd/restartbed into a temporary directory.

@@ -19,6 +19,11 @@ const testdata = "../../validate/testdata/"
 func TestSeedManifestsAreVerbatim(t *testing.T) {
 	seeds, _ := filepath.Glob("../../../shared/seeds/000_*.txt")
 	if len(seeds) == 0 {
+		// The seeds are the project's design inputs, not part of the repository: a clone on its
+		// own has nothing to compare with. CI always has ../shared beside the clone.
+		if os.Getenv("CI") != "" {
+			t.Fatal("../shared/seeds must be beside the repository in CI")
+		}
 		t.Skip("../shared/seeds is not beside the repository")
 	}
 	data, err := os.ReadFile(seeds[0])
