@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -177,6 +178,11 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	apiserver := &crenvtest.APIServer{Path: apiserverPath, Out: out, Err: out}
 	args := apiserver.Configure()
 	args.Set("feature-gates", gatesFlag(c.FeatureGates))
+	// The DefaultTolerationSeconds admission plugin gives every pod these tolerations of the
+	// not-ready and unreachable NoExecute taints, so taint eviction runs on the profile's clock.
+	tolerate := strconv.Itoa(int(c.Timing.DefaultTolerationSeconds / time.Second))
+	args.Set("default-not-ready-toleration-seconds", tolerate)
+	args.Set("default-unreachable-toleration-seconds", tolerate)
 	for _, name := range slices.Sorted(maps.Keys(opts.APIServerFlags)) {
 		args.Set(name, opts.APIServerFlags[name]...)
 	}

@@ -32,14 +32,17 @@ const (
 type events struct {
 	broadcaster record.EventBroadcaster
 	scheduler   record.EventRecorder
-	mu          sync.Mutex
-	byNode      map[string]record.EventRecorder
+	// lost reports whether a node's events cannot reach the apiserver (a partition): the
+	// kubelet's recorder retries for a while and drops them, so restartbed drops them at once.
+	lost   func(node string) bool
+	mu     sync.Mutex
+	byNode map[string]record.EventRecorder
 }
 
-func newEvents(ctx context.Context, client kubernetes.Interface) *events {
+func newEvents(ctx context.Context, client kubernetes.Interface, lost func(node string) bool) *events {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return &events{broadcaster: b, byNode: map[string]record.EventRecorder{},
+	return &events{broadcaster: b, byNode: map[string]record.EventRecorder{}, lost: lost,
 		scheduler: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: schedulerComponent})}
 }
 
@@ -57,6 +60,9 @@ func (e *events) recorder(node string) record.EventRecorder {
 // container records an event about one container of the pod, as the kubelet does: the object is
 // the pod with the container's field path.
 func (e *events) container(pod *corev1.Pod, c *corev1.Container, eventType, reason, format string, args ...any) {
+	if e.lost(pod.Spec.NodeName) {
+		return
+	}
 	field := fmt.Sprintf("spec.containers{%s}", c.Name)
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == c.Name {

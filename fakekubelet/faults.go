@@ -82,36 +82,14 @@ func (k *Kubelet) Logs(namespace, name, container string) (string, error) {
 
 // node returns the named node of this kubelet.
 func (k *Kubelet) node(name string) (*node, error) {
-	for _, n := range k.nodes {
-		if n.name == name {
-			return n, nil
-		}
+	if n := k.nodeNamed(name); n != nil {
+		return n, nil
 	}
 	return nil, fmt.Errorf("node %q is not one of this kubelet's (%d nodes)", name, len(k.nodes))
 }
 
-// StopNode stops a node's kubelet: no heartbeats, no status writes, no container starts; its
-// containers keep running, as in a network partition.
-func (k *Kubelet) StopNode(name string) error {
-	n, err := k.node(name)
-	if err != nil {
-		return err
-	}
-	n.stopped.Store(true)
-	return nil
-}
-
-// StartNode brings a stopped node's kubelet back; it starts afresh from the API, as
-// RestartKubelet does.
-func (k *Kubelet) StartNode(name string) error {
-	n, err := k.node(name)
-	if err != nil {
-		return err
-	}
-	n.stopped.Store(false)
-	k.resync(n)
-	return nil
-}
+// nodeNamed returns the named node of this kubelet, or nil.
+func (k *Kubelet) nodeNamed(name string) *node { return k.byName[name] }
 
 // RestartKubelet restarts a node's kubelet: its in-memory state (status cache, crash-loop
 // backoff, reason cache, probe results) is lost, its containers keep running, and it resumes
@@ -120,6 +98,9 @@ func (k *Kubelet) RestartKubelet(name string) error {
 	n, err := k.node(name)
 	if err != nil {
 		return err
+	}
+	if n.partitioned() {
+		return fmt.Errorf("node %s is partitioned: a kubelet restarted now could not read its pods; recover the node first", name)
 	}
 	k.resync(n)
 	return nil

@@ -38,6 +38,7 @@ type Kubelet struct {
 	clock    clock.WithTicker
 	features *nodedeclaredfeatures.Framework
 	nodes    []*node
+	byName   map[string]*node
 	binder   *binder
 	pods     *pods
 	rt       *runtime.Runtime
@@ -67,10 +68,12 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
-	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, features: framework, programs: programs}
+	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, features: framework, programs: programs, byName: map[string]*node{}}
 	for _, pool := range opts.Pools {
 		for i := range pool.Count {
-			k.nodes = append(k.nodes, &node{name: pool.NodeName(i), index: len(k.nodes)})
+			n := &node{name: pool.NodeName(i), index: len(k.nodes)}
+			k.nodes = append(k.nodes, n)
+			k.byName[n.name] = n
 		}
 	}
 	if len(k.nodes) > maxNodes {
@@ -116,7 +119,10 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	}
 
 	factory := informers.NewSharedInformerFactory(k.client, 0)
-	k.events = newEvents(ctx, k.client)
+	k.events = newEvents(ctx, k.client, func(name string) bool {
+		n := k.nodeNamed(name)
+		return n != nil && n.partitioned()
+	})
 	k.binder = newBinder(k.client, factory, &fitChecker{features: k.features}, k.clock, k.events)
 	if err := k.newPods(ctx, factory); err != nil {
 		return err
@@ -156,12 +162,14 @@ func (k *Kubelet) heartbeat(ctx context.Context) {
 			write = func(ctx context.Context, n *node) error { return renewLease(ctx, k.client, n.name, now) }
 		case <-report.C():
 			now := metav1.NewTime(k.clock.Now())
-			write = func(ctx context.Context, n *node) error { return reportStatus(ctx, k.client, n.name, now) }
+			write = func(ctx context.Context, n *node) error {
+				return postStatus(ctx, k.client, n.name, k.apiNode(n.name), now)
+			}
 		}
 		var g errgroup.Group
 		g.SetLimit(apiWorkers)
 		for _, n := range k.nodes {
-			if n.down() {
+			if n.partitioned() {
 				continue
 			}
 			g.Go(func() error {
@@ -173,6 +181,15 @@ func (k *Kubelet) heartbeat(ctx context.Context) {
 		}
 		_ = g.Wait()
 	}
+}
+
+// apiNode returns the node as the scheduler's informer last saw it, or nil.
+func (k *Kubelet) apiNode(name string) *corev1.Node {
+	n, err := k.binder.nodes.Get(name)
+	if err != nil {
+		return nil
+	}
+	return n
 }
 
 // Stop stops the heartbeats, the binder and the pod workers, kills every container process and
@@ -205,25 +222,33 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	if err != nil {
 		return fmt.Errorf("fakekubelet: status client: %w", err)
 	}
-	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules})
+	p := &pods{client: k.client, clock: k.clock, timing: k.opts.Timing, rules: rules, events: k.events,
+		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
+		nodes: map[string]*node{}, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
+		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, ctx: ctx}
+	for _, n := range k.nodes {
+		p.nodes[n.name] = n
+	}
+	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules, Held: p.cutOff})
 	if err != nil {
 		return err
 	}
+	p.status = k.status
 	informer := factory.Core().V1().Pods().Informer()
 	if err := informer.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
 		return []string{string(obj.(*corev1.Pod).UID)}, nil
 	}}); err != nil {
 		return fmt.Errorf("fakekubelet: pod index: %w", err)
 	}
-	p := &pods{client: k.client, clock: k.clock, timing: k.opts.Timing, rules: rules, status: k.status, informer: informer,
-		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
-		nodes: map[string]*node{}, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
-		podIP: map[types.UID]podAddress{}, ctx: ctx, events: k.events}
-	for _, n := range k.nodes {
-		p.nodes[n.name] = n
-	}
+	p.informer = informer
 	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Notify: func(uid types.UID) { p.queue.Add(uid) },
-		ConfigFor: func(pod *corev1.Pod) *rest.Config { return program.PodServiceAccountConfig(k.opts.Config, pod) },
+		ConfigFor: func(pod *corev1.Pod) *rest.Config {
+			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)
+			if n := p.nodes[pod.Spec.NodeName]; n != nil {
+				cfg.Wrap(n.network) // a partition cuts the pod's programs off too
+			}
+			return cfg
+		},
 	})
 	if err != nil {
 		return err

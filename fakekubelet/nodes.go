@@ -47,12 +47,13 @@ type node struct {
 	name  string
 	index int // across all pools, for address ranges
 	uid   types.UID
-	// stopped: the node's kubelet is stopped (fault injection); no heartbeat, no sync.
-	stopped atomic.Bool
+	// cutOff: the node is partitioned from the apiserver (FailNode): its kubelet and its pods'
+	// programs reach nothing, and the kubelet goes on from its last view of its pods.
+	cutOff atomic.Bool
 }
 
-// down reports whether the node's kubelet is stopped.
-func (n *node) down() bool { return n.stopped.Load() }
+// partitioned reports whether the node is cut off from the apiserver.
+func (n *node) partitioned() bool { return n.cutOff.Load() }
 
 // internalIP is the node's address, the index+1st host of 172.16.0.0/12.
 func internalIP(index int) netip.Addr {
@@ -101,9 +102,6 @@ func (k *Kubelet) newNodeObject(pool NodePool, n *node) *corev1.Node {
 	maps.Copy(labels, pool.Labels)
 	now := metav1.NewTime(k.clock.Now())
 	cidr := podCIDR(n.index).String()
-	condition := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, message string) corev1.NodeCondition {
-		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
-	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: labels},
 		Spec: corev1.NodeSpec{
@@ -115,12 +113,7 @@ func (k *Kubelet) newNodeObject(pool NodePool, n *node) *corev1.Node {
 			Capacity:    capacity,
 			Allocatable: capacity.DeepCopy(),
 			Phase:       corev1.NodeRunning,
-			Conditions: []corev1.NodeCondition{
-				condition(corev1.NodeMemoryPressure, corev1.ConditionFalse, reasonSufficientMemory, messageSufficientMemory),
-				condition(corev1.NodeDiskPressure, corev1.ConditionFalse, reasonNoDiskPressure, messageNoDiskPressure),
-				condition(corev1.NodePIDPressure, corev1.ConditionFalse, reasonSufficientPID, messageSufficientPID),
-				condition(corev1.NodeReady, corev1.ConditionTrue, reasonKubeletReady, messageKubeletReady),
-			},
+			Conditions:  healthyConditions(now),
 			Addresses: []corev1.NodeAddress{
 				{Type: corev1.NodeInternalIP, Address: internalIP(n.index).String()},
 				{Type: corev1.NodeHostName, Address: n.name},
@@ -139,6 +132,19 @@ func (k *Kubelet) newNodeObject(pool NodePool, n *node) *corev1.Node {
 			},
 			DeclaredFeatures: declaredFeatures(k.features, k.opts.FeatureGates),
 		},
+	}
+}
+
+// healthyConditions are the conditions a healthy kubelet posts, all changed at now.
+func healthyConditions(now metav1.Time) []corev1.NodeCondition {
+	condition := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, message string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	return []corev1.NodeCondition{
+		condition(corev1.NodeMemoryPressure, corev1.ConditionFalse, reasonSufficientMemory, messageSufficientMemory),
+		condition(corev1.NodeDiskPressure, corev1.ConditionFalse, reasonNoDiskPressure, messageNoDiskPressure),
+		condition(corev1.NodePIDPressure, corev1.ConditionFalse, reasonSufficientPID, messageSufficientPID),
+		condition(corev1.NodeReady, corev1.ConditionTrue, reasonKubeletReady, messageKubeletReady),
 	}
 }
 
@@ -185,15 +191,31 @@ func renewLease(ctx context.Context, c kubernetes.Interface, name string, now me
 	return err
 }
 
-// reportStatus re-posts the node's Ready condition with a new heartbeat time: one strategic
-// merge patch of the status, keyed by condition type.
-func reportStatus(ctx context.Context, c kubernetes.Interface, name string, now metav1.Time) error {
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{
-		map[string]any{"type": corev1.NodeReady, "lastHeartbeatTime": now},
-	}}})
+// postStatus posts the node's conditions as a healthy kubelet reports them, with a new heartbeat
+// time: one strategic merge patch of the status, keyed by condition type. A condition whose
+// status differs from the one the API holds (the node lifecycle controller's Unknown, after a
+// partition) moves back with a new transition time; the others keep theirs. current is the node
+// as last seen in the API, or nil.
+func postStatus(ctx context.Context, c kubernetes.Interface, name string, current *corev1.Node, now metav1.Time) error {
+	var conditions []any
+	for _, want := range healthyConditions(now) {
+		cond := map[string]any{"type": want.Type, "status": want.Status, "reason": want.Reason, "message": want.Message,
+			"lastHeartbeatTime": now}
+		if current != nil {
+			for _, have := range current.Status.Conditions {
+				if have.Type == want.Type && have.Status != want.Status {
+					cond["lastTransitionTime"] = now
+				}
+			}
+		}
+		conditions = append(conditions, cond)
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conditions}})
 	if err != nil {
 		return err
 	}
-	_, err = c.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	return err
+	if _, err := c.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("posting the status of node %s: %w", name, err)
+	}
+	return nil
 }

@@ -69,6 +69,11 @@ type pods struct {
 	ips   map[string]map[netip.Addr]types.UID
 	podIP map[types.UID]podAddress
 
+	// frozen holds, for the pods of partitioned nodes, the pod as their kubelet last saw it: a
+	// kubelet cut off from the apiserver works from that view (see partition.go).
+	frozenMu sync.RWMutex
+	frozen   map[types.UID]*corev1.Pod
+
 	// background holds preStop hooks in flight.
 	background sync.WaitGroup
 	ctx        context.Context
@@ -182,7 +187,10 @@ func (p *pods) run(ctx context.Context) {
 // sync brings one pod a step closer to what its spec and the kubelet's rules want (the
 // kubelet's SyncPod and SyncTerminatingPod, reference §7).
 func (p *pods) sync(ctx context.Context, uid types.UID) error {
-	pod := p.lookup(uid)
+	pod, unseen := p.view(uid)
+	if unseen {
+		return nil // bound to a partitioned node after the partition began: its kubelet never heard of it
+	}
 	if pod == nil {
 		p.rt.RemovePod(uid)
 		p.status.Forget(uid)
@@ -191,8 +199,8 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	n := p.nodes[pod.Spec.NodeName]
-	if n == nil || n.down() {
-		return nil // a stopped kubelet does nothing; it resyncs when it comes back
+	if n == nil {
+		return nil
 	}
 	st := p.state(uid)
 
@@ -510,6 +518,9 @@ func (p *pods) syncShutdown(ctx context.Context, pod *corev1.Pod, st *podState, 
 func (p *pods) finishDeleted(ctx context.Context, pod *corev1.Pod) error {
 	if pod.DeletionTimestamp == nil {
 		return nil // terminal before this kubelet ran anything: nothing to do
+	}
+	if p.cutOff(pod.UID) {
+		return nil // the deletion is finished when the node can reach the apiserver again
 	}
 	err := p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})

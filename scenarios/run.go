@@ -343,9 +343,9 @@ func (r *runner) step(ctx context.Context, s *Step) string {
 			return nil
 		})
 	case s.FailNode != nil:
-		return r.onNode(ctx, s.FailNode, r.cluster.Kubelet.StopNode)
+		return r.onNode(ctx, s.FailNode, r.cluster.Kubelet.FailNode)
 	case s.RecoverNode != nil:
-		return r.onNode(ctx, s.RecoverNode, r.cluster.Kubelet.StartNode)
+		return r.onNode(ctx, s.RecoverNode, func(node string) error { return r.cluster.Kubelet.RecoverNode(ctx, node) })
 	case s.RestartKubelet != nil:
 		return r.onNode(ctx, s.RestartKubelet, r.cluster.Kubelet.RestartKubelet)
 	}

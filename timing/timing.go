@@ -53,6 +53,21 @@ type Profile struct {
 	// NodeEvictionRate is how many nodes per second the node lifecycle controller may taint for
 	// eviction in a healthy zone (--node-eviction-rate).
 	NodeEvictionRate float32
+	// DefaultTolerationSeconds is how long a pod without a toleration of its own stays on a node
+	// tainted not-ready or unreachable (NoExecute) before taint eviction deletes it: the
+	// apiserver's DefaultTolerationSeconds admission adds tolerations of this many seconds
+	// (--default-not-ready-toleration-seconds, --default-unreachable-toleration-seconds).
+	DefaultTolerationSeconds time.Duration
+	// PodGCPeriod is how often pod garbage collection looks for pods to remove (upstream's
+	// gcCheckPeriod).
+	PodGCPeriod time.Duration
+	// PodGCQuarantine is how long a node must stay missing before pod garbage collection
+	// removes the pods bound to it (upstream's quarantineTime).
+	PodGCQuarantine time.Duration
+	// KueueFailureRecoveryThreshold is how long after a pod's deletionTimestamp Kueue's
+	// failure-recovery controller waits before it fails and force-deletes a pod stuck on an
+	// unreachable node (Kueue's forcefulTerminationGracePeriod).
+	KueueFailureRecoveryThreshold time.Duration
 
 	// CrashLoopBackOff is the kubelet's delay before the second restart of a crashing
 	// container (the first is immediate); it doubles with every further crash.
@@ -85,6 +100,11 @@ func Realistic() Profile {
 		NodeStartupGracePeriod: time.Minute,
 		NodeEvictionRate:       0.1,
 
+		DefaultTolerationSeconds:      300 * time.Second,
+		PodGCPeriod:                   20 * time.Second,
+		PodGCQuarantine:               40 * time.Second,
+		KueueFailureRecoveryThreshold: time.Minute,
+
 		CrashLoopBackOff:      10 * time.Second,
 		CrashLoopBackOffMax:   5 * time.Minute,
 		CrashLoopBackOffReset: 10 * time.Minute,
@@ -93,7 +113,9 @@ func Realistic() Profile {
 }
 
 // Fast returns the realistic shapes scaled down about tenfold: backoffs start at one second and
-// still double, so a test sees the same sequence of events in a fraction of the time.
+// still double, so a test sees the same sequence of events in a fraction of the time. The
+// default toleration is cut more (300 s to 5 s) so that a node failure, its eviction and Kueue's
+// recovery fit in half a minute.
 func Fast() Profile {
 	return Profile{
 		Name:                    FastName,
@@ -110,6 +132,11 @@ func Fast() Profile {
 		NodeMonitorGracePeriod: 5 * time.Second,
 		NodeStartupGracePeriod: 10 * time.Second,
 		NodeEvictionRate:       10,
+
+		DefaultTolerationSeconds:      5 * time.Second,
+		PodGCPeriod:                   2 * time.Second,
+		PodGCQuarantine:               4 * time.Second,
+		KueueFailureRecoveryThreshold: 5 * time.Second,
 
 		CrashLoopBackOff:      time.Second,
 		CrashLoopBackOffMax:   30 * time.Second,
@@ -162,6 +189,10 @@ func (p Profile) Validate() error {
 		{"nodeMonitorPeriod", p.NodeMonitorPeriod},
 		{"nodeMonitorGracePeriod", p.NodeMonitorGracePeriod},
 		{"nodeStartupGracePeriod", p.NodeStartupGracePeriod},
+		{"defaultTolerationSeconds", p.DefaultTolerationSeconds},
+		{"podGCPeriod", p.PodGCPeriod},
+		{"podGCQuarantine", p.PodGCQuarantine},
+		{"kueueFailureRecoveryThreshold", p.KueueFailureRecoveryThreshold},
 		{"crashLoopBackOff", p.CrashLoopBackOff},
 		{"crashLoopBackOffMax", p.CrashLoopBackOffMax},
 		{"crashLoopBackOffReset", p.CrashLoopBackOffReset},
@@ -188,6 +219,9 @@ func (p Profile) Validate() error {
 	}
 	if p.NodeLeaseDuration%time.Second != 0 {
 		return fmt.Errorf("timing profile %q: nodeLeaseDuration (%v) must be whole seconds: a Lease holds seconds", p.Name, p.NodeLeaseDuration)
+	}
+	if p.DefaultTolerationSeconds%time.Second != 0 {
+		return fmt.Errorf("timing profile %q: defaultTolerationSeconds (%v) must be whole seconds: a toleration holds seconds", p.Name, p.DefaultTolerationSeconds)
 	}
 	if p.NodeLeaseRenewInterval >= p.NodeLeaseDuration {
 		return fmt.Errorf("timing profile %q: nodeLeaseRenewInterval (%v) must be below nodeLeaseDuration (%v)",

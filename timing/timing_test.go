@@ -57,6 +57,13 @@ func TestRealisticIsUpstream(t *testing.T) {
 		NodeStartupGracePeriod: time.Minute,
 		NodeEvictionRate:       0.1,
 
+		// kube-apiserver's --default-*-toleration-seconds, podgc's gcCheckPeriod and
+		// quarantineTime, Kueue's default forcefulTerminationGracePeriod (reference §2.5, §3).
+		DefaultTolerationSeconds:      300 * time.Second,
+		PodGCPeriod:                   20 * time.Second,
+		PodGCQuarantine:               40 * time.Second,
+		KueueFailureRecoveryThreshold: time.Minute,
+
 		// kubelet.go initialCrashLoopBackOff, MaxContainerBackOff, the 600 s reset, and
 		// minimumGracePeriodInSeconds (reference §4.2, §3.3).
 		CrashLoopBackOff:      10 * time.Second,
@@ -74,12 +81,14 @@ func TestRealisticIsUpstream(t *testing.T) {
 func TestFastKeepsWholeSeconds(t *testing.T) {
 	f := Fast()
 	for name, d := range map[string]time.Duration{
-		"JobPodFailureBackOff":    f.JobPodFailureBackOff,
-		"JobPodFailureBackOffMax": f.JobPodFailureBackOffMax,
-		"NodeLeaseDuration":       f.NodeLeaseDuration,
-		"CrashLoopBackOff":        f.CrashLoopBackOff,
-		"CrashLoopBackOffMax":     f.CrashLoopBackOffMax,
-		"RestartAllKillGrace":     f.RestartAllKillGrace,
+		"JobPodFailureBackOff":          f.JobPodFailureBackOff,
+		"JobPodFailureBackOffMax":       f.JobPodFailureBackOffMax,
+		"NodeLeaseDuration":             f.NodeLeaseDuration,
+		"CrashLoopBackOff":              f.CrashLoopBackOff,
+		"CrashLoopBackOffMax":           f.CrashLoopBackOffMax,
+		"RestartAllKillGrace":           f.RestartAllKillGrace,
+		"DefaultTolerationSeconds":      f.DefaultTolerationSeconds,
+		"KueueFailureRecoveryThreshold": f.KueueFailureRecoveryThreshold,
 	} {
 		if d < time.Second || d%time.Second != 0 {
 			t.Errorf("Fast().%s = %v, want a whole number of seconds", name, d)
@@ -107,5 +116,10 @@ func TestValidate(t *testing.T) {
 	bad.NodeLeaseRenewInterval = bad.NodeLeaseDuration
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "must be below nodeLeaseDuration") {
 		t.Errorf("Validate() = %v, want a renewal no shorter than the lease rejected", err)
+	}
+	bad = Fast()
+	bad.DefaultTolerationSeconds = 1500 * time.Millisecond
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "defaultTolerationSeconds (1.5s) must be whole seconds") {
+		t.Errorf("Validate() = %v, want a fractional toleration rejected", err)
 	}
 }

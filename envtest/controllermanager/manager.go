@@ -19,10 +19,16 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	"k8s.io/kubernetes/pkg/controller/nodelifecycle"
+	"k8s.io/kubernetes/pkg/controller/tainteviction"
 	"k8s.io/utils/clock"
 
+	"github.com/restartbed/restartbed/podgc"
 	"github.com/restartbed/restartbed/timing"
 )
+
+// taintEvictionControllerName is kube-controller-manager's name for the controller; it is
+// the field manager of the DisruptionTarget conditions it writes.
+const taintEvictionControllerName = "taint-eviction-controller"
 
 // Default worker counts. kube-controller-manager runs 5 Job workers and 20 GC workers for
 // clusters of any size; restartbed shares two cores with the apiserver, so it runs fewer GC workers.
@@ -156,6 +162,7 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 		return fmt.Errorf("creating the garbage collector: %w", err)
 	}
 
+	// kube-controller-manager names the two node controllers' clients this way.
 	nodeClient, err := clientFor("node-controller")
 	if err != nil {
 		return fmt.Errorf("node lifecycle controller client: %w", err)
@@ -168,6 +175,25 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 		t.NodeEvictionRate, t.NodeEvictionRate*secondaryEvictionRateRatio, largeClusterThreshold, unhealthyZoneThreshold)
 	if err != nil {
 		return fmt.Errorf("creating the node lifecycle controller: %w", err)
+	}
+
+	taintClient, err := clientFor("taint-eviction-controller")
+	if err != nil {
+		return fmt.Errorf("taint eviction controller client: %w", err)
+	}
+	tec, err := tainteviction.New(ctx, taintClient, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), taintEvictionControllerName)
+	if err != nil {
+		return fmt.Errorf("creating the taint eviction controller: %w", err)
+	}
+
+	podGCClient, err := clientFor("pod-garbage-collector")
+	if err != nil {
+		return fmt.Errorf("pod GC client: %w", err)
+	}
+	pgc, err := podgc.New(podgc.Options{Client: podGCClient, Pods: factory.Core().V1().Pods(), Nodes: factory.Core().V1().Nodes(),
+		Clock: m.opts.Clock, Period: t.PodGCPeriod, Quarantine: t.PodGCQuarantine})
+	if err != nil {
+		return err
 	}
 
 	factory.Start(ctx.Done())
@@ -187,6 +213,8 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 	resync := m.opts.Timing.GCResyncPeriod
 	m.wg.Go(func() { jc.Run(ctx, m.opts.JobWorkers) })
 	m.wg.Go(func() { nlc.Run(ctx) })
+	m.wg.Go(func() { tec.Run(ctx) })
+	m.wg.Go(func() { pgc.Run(ctx) })
 	m.wg.Go(func() { gc.Run(ctx, m.opts.GCWorkers, resync) })
 	// As kube-controller-manager does: rediscover resources so that the collector follows
 	// owners and dependents of CRDs installed later (a JobSet's Jobs, for instance).

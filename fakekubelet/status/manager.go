@@ -27,10 +27,13 @@ import (
 // same name is never touched), writes for one pod never overlap or reorder, a status set while another is being written is
 // written next, and a status set twice before it could be written is written once. A status that
 // would make the apiserver refuse the patch — a terminal phase left, a container revived that may
-// not restart — is never sent.
+// not restart — is never sent. While a pod is held (its node is cut off from the apiserver)
+// nothing is written for it and its latest status waits; Reconnect publishes it against what the
+// API holds by then.
 type Manager struct {
 	client kubernetes.Interface
 	rules  restart.Rules
+	held   func(types.UID) bool
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
 
 	mu   sync.Mutex
@@ -70,6 +73,9 @@ type Options struct {
 	Client kubernetes.Interface
 	// Rules say which containers may restart, for the transition check.
 	Rules restart.Rules
+	// Held reports whether a pod's statuses must wait: its kubelet cannot reach the apiserver.
+	// Optional.
+	Held func(types.UID) bool
 }
 
 // New returns a Manager; Run starts its writers.
@@ -77,9 +83,14 @@ func New(opts Options) (*Manager, error) {
 	if opts.Client == nil {
 		return nil, errors.New("status: Options.Client is required")
 	}
+	held := opts.Held
+	if held == nil {
+		held = func(types.UID) bool { return false }
+	}
 	return &Manager{
 		client: opts.Client,
 		rules:  opts.Rules,
+		held:   held,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "restartbed-pod-status"}),
 		pods: map[types.UID]*podStatus{},
@@ -108,13 +119,17 @@ func (m *Manager) Set(pod *corev1.Pod, status corev1.PodStatus) uint64 {
 }
 
 // SetAndWait sets the status and waits until it, or a later one, is in the API: for the states
-// a reader must be able to observe, however briefly they last.
+// a reader must be able to observe, however briefly they last. For a held pod it returns at once:
+// a kubelet cut off from the apiserver goes on without it, and a later status may replace this
+// one before the partition ends, as it would on a cluster.
 func (m *Manager) SetAndWait(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
 	version := m.Set(pod, status)
 	done := make(chan error, 1)
 	m.mu.Lock()
 	ps := m.pods[pod.UID]
 	switch {
+	case m.held(pod.UID):
+		done <- nil
 	case ps.gone:
 		done <- ErrPodGone
 	case ps.publishedVersion >= version:
@@ -141,6 +156,21 @@ func (m *Manager) Latest(uid types.UID) (corev1.PodStatus, bool) {
 		return corev1.PodStatus{}, false
 	}
 	return *ps.desired.DeepCopy(), true
+}
+
+// Reconnect is for a kubelet that can reach the apiserver again: apiPod is the pod as the API
+// holds it now (other components may have written its status meanwhile: the node controller's
+// Ready=False, a DisruptionTarget condition). It becomes the base of the next patch, and the
+// latest status is published against it if it differs.
+func (m *Manager) Reconnect(apiPod *corev1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps := m.pods[apiPod.UID]
+	if ps == nil || ps.gone {
+		return
+	}
+	ps.published = *apiPod.Status.DeepCopy()
+	m.queue.Add(apiPod.UID)
 }
 
 // Forget drops a pod that left the API; its waiters learn it is gone.
@@ -203,9 +233,9 @@ func (m *Manager) publishNext(ctx context.Context) bool {
 func (m *Manager) publish(ctx context.Context, uid types.UID) error {
 	m.mu.Lock()
 	ps := m.pods[uid]
-	if ps == nil || ps.gone {
+	if ps == nil || ps.gone || m.held(uid) {
 		m.mu.Unlock()
-		return nil
+		return nil // a held pod's status waits for Reconnect
 	}
 	namespace, name, spec := ps.namespace, ps.name, ps.spec
 	old, desired, version := *ps.published.DeepCopy(), *ps.desired.DeepCopy(), ps.version

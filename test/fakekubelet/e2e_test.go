@@ -71,8 +71,7 @@ var _ = Describe("Upstream e2e: RestartAllContainers and kubelet restarts", func
 	restartKubelet := func(ctx context.Context, name string) {
 		var pod corev1.Pod
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod)).To(Succeed())
-		Expect(cluster.Kubelet.StopNode(pod.Spec.NodeName)).To(Succeed())
-		Expect(cluster.Kubelet.StartNode(pod.Spec.NodeName)).To(Succeed())
+		Expect(cluster.Kubelet.RestartKubelet(pod.Spec.NodeName)).To(Succeed())
 	}
 	allRestartedAndRunning := func(ctx context.Context, name string) func() error {
 		return func() error {

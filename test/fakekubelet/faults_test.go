@@ -3,7 +3,6 @@ package fakekubelet
 import (
 	"context"
 	"strings"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -136,23 +135,6 @@ var _ = Describe("Pod lifecycle under faults", func() {
 		_, out, err := cluster.Kubelet.Exec(ctx, ns, "downward", "env", []string{"sh", "-c", `echo "$POD_NAME $POD_IP $NODE $INDEX $GREETING"`})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(strings.TrimSpace(out)).To(Equal("downward " + p.Status.PodIP + " " + p.Spec.NodeName + " 3 downward at 3"))
-	})
-
-	It("keeps containers running on a stopped kubelet and resyncs when it comes back", func(ctx context.Context) {
-		pod := builders.MakePod("partition", ns).Container(builders.MakeContainer("main").Shell("sleep 3600").Obj()).Obj()
-		h := create(ctx, pod)
-		node := h.Latest().Spec.NodeName
-		Expect(cluster.Kubelet.StopNode(node)).To(Succeed())
-		DeferCleanup(func() { _ = cluster.Kubelet.StartNode(node) })
-		Expect(cluster.Kubelet.ExitContainer(ns, "partition", "main", 0)).To(Succeed())
-		Consistently(func() string { return state(specs.ContainerStatus(h.Latest(), "main")) }).
-			WithTimeout(time.Second).WithPolling(Interval).Should(Equal("Running"), "a stopped kubelet writes no status")
-		Expect(cluster.Kubelet.StartNode(node)).To(Succeed())
-		Eventually(func(g Gomega) {
-			p := h.Latest()
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodSucceeded))
-			g.Expect(state(specs.ContainerStatus(p, "main"))).To(Equal("Terminated(0,Completed)"))
-		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 
 	It("continues a startup after a kubelet restart in the middle of it (§3.4)", func(ctx context.Context) {

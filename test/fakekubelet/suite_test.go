@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -53,7 +54,8 @@ func TestFakeKubelet(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx context.Context) {
-	cluster = specs.StartCluster(ctx, envtest.Options{Nodes: pools, Programs: []program.Rule{{Container: "whoami", Program: whoami}}})
+	cluster = specs.StartCluster(ctx, envtest.Options{Nodes: pools, Programs: []program.Rule{
+		{Container: "whoami", Program: whoami}, {Container: "pinger", Program: pinger}}})
 	k8s = cluster.Client
 }, NodeTimeout(specs.StartTimeout))
 
@@ -71,6 +73,32 @@ var whoami = program.Func(func(ctx context.Context, c *program.Container) int {
 		return 0
 	}
 	return 1
+})
+
+// pinger asks the apiserver for its version (any identity may) every 100 ms and logs each change of the answer: "ok"
+// or the error.
+var pinger = program.Func(func(ctx context.Context, c *program.Container) int {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		fmt.Fprintln(c.Stdout, err)
+		return 1
+	}
+	last := ""
+	for {
+		answer := "ok"
+		if _, err := cs.Discovery().ServerVersion(); err != nil {
+			answer = err.Error()
+		}
+		if answer != last {
+			fmt.Fprintln(c.Stdout, answer)
+			last = answer
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-c.Clock.After(100 * time.Millisecond):
+		}
+	}
 })
 
 func newNamespace(ctx context.Context) string {

@@ -1,0 +1,171 @@
+package fakekubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// This file is the network partition of a node (FailNode, RecoverNode). A partitioned kubelet is
+// alive but cannot reach the apiserver: no Lease renewals, no node or pod status, no events, no
+// deletions finished; it does not see what changes in the API either. It goes on from its last
+// view of its pods: containers keep running, crash and restart by their rules, probes run, and
+// a RestartAllContainers happens on the node, with only the latest status of each pod waiting
+// to be written. The pods' programs (the agent) are cut off as well. Meanwhile the control plane
+// sees a node that stopped posting status: the node lifecycle controller marks it Unknown and
+// taints it unreachable, taint eviction deletes its pods once their tolerations run out, and
+// they stay Terminating, since only their kubelet could finish the deletion.
+
+// view returns the pod as the kubelet of its node sees it: the API's pod, or for a partitioned
+// node the pod as it was when the partition began. unseen is true for a pod bound to a
+// partitioned node after that: its kubelet has never heard of it.
+func (p *pods) view(uid types.UID) (pod *corev1.Pod, unseen bool) {
+	p.frozenMu.RLock()
+	frozen, ok := p.frozen[uid]
+	p.frozenMu.RUnlock()
+	if ok {
+		return frozen, false
+	}
+	pod = p.lookup(uid)
+	if pod != nil {
+		if n := p.nodes[pod.Spec.NodeName]; n != nil && n.partitioned() {
+			return nil, true
+		}
+	}
+	return pod, false
+}
+
+// cutOff reports whether the pod's kubelet is partitioned from the apiserver.
+func (p *pods) cutOff(uid types.UID) bool {
+	p.frozenMu.RLock()
+	defer p.frozenMu.RUnlock()
+	_, ok := p.frozen[uid]
+	return ok
+}
+
+// onNode returns the pods of the informer bound to the node.
+func (p *pods) onNode(name string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, obj := range p.informer.GetStore().List() {
+		if pod := obj.(*corev1.Pod); pod.Spec.NodeName == name {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// FailNode partitions a node from the apiserver (see above). It fails if the node is already
+// partitioned.
+func (k *Kubelet) FailNode(name string) error {
+	n, err := k.node(name)
+	if err != nil {
+		return err
+	}
+	if k.pods == nil {
+		return errors.New("fakekubelet: not started")
+	}
+	p := k.pods
+	p.frozenMu.Lock()
+	defer p.frozenMu.Unlock()
+	if n.partitioned() {
+		return fmt.Errorf("node %s is already partitioned", name)
+	}
+	for _, pod := range p.onNode(name) {
+		p.frozen[pod.UID] = pod // informer objects are never modified; this one is the kubelet's from now on
+	}
+	n.cutOff.Store(true)
+	return nil
+}
+
+// RecoverNode ends a node's partition: the kubelet renews its Lease and posts its node status at
+// once (Ready again; the node lifecycle controller then lifts the taints), reads its pods from
+// the API again — finishing the deletions it missed and killing the containers of pods that
+// were removed meanwhile — and publishes each pod's latest status against what the API holds
+// now. Its in-memory state (backoff, probe results) is kept: the kubelet did not restart.
+func (k *Kubelet) RecoverNode(ctx context.Context, name string) error {
+	n, err := k.node(name)
+	if err != nil {
+		return err
+	}
+	if k.pods == nil {
+		return errors.New("fakekubelet: not started")
+	}
+	p := k.pods
+	p.frozenMu.Lock()
+	if !n.partitioned() {
+		p.frozenMu.Unlock()
+		return fmt.Errorf("node %s is not partitioned", name)
+	}
+	var known []types.UID
+	for uid, pod := range p.frozen {
+		if pod.Spec.NodeName == name {
+			known = append(known, uid)
+			delete(p.frozen, uid)
+		}
+	}
+	n.cutOff.Store(false)
+	p.frozenMu.Unlock()
+
+	now := k.clock.Now()
+	if err := renewLease(ctx, k.client, name, metav1.NewMicroTime(now)); err != nil {
+		return fmt.Errorf("renewing the lease of node %s: %w", name, err)
+	}
+	if err := postStatus(ctx, k.client, name, k.apiNode(name), metav1.NewTime(now)); err != nil {
+		return err
+	}
+	for _, pod := range p.onNode(name) {
+		k.status.Reconnect(pod)
+		p.queue.Add(pod.UID)
+	}
+	for _, uid := range known {
+		p.queue.Add(uid) // those gone from the API meanwhile are torn down
+	}
+	return nil
+}
+
+// network wraps the transport of a pod's programs: while the node is partitioned, requests fail
+// as on an unreachable network and open responses (watches) break at their next read.
+func (n *node) network(rt http.RoundTripper) http.RoundTripper {
+	return partitionedTransport{node: n, next: rt}
+}
+
+type partitionedTransport struct {
+	node *node
+	next http.RoundTripper
+}
+
+func (t partitionedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.node.partitioned() {
+		return nil, t.node.unreachable(req.URL.Host)
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &partitionedBody{ReadCloser: resp.Body, node: t.node, host: req.URL.Host}
+	return resp, nil
+}
+
+func (n *node) unreachable(host string) error {
+	return fmt.Errorf("dial tcp %s: connect: network is unreachable (restartbed: node %s is partitioned)", host, n.name)
+}
+
+type partitionedBody struct {
+	io.ReadCloser
+	node *node
+	host string
+}
+
+func (b *partitionedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.node.partitioned() {
+		return 0, b.node.unreachable(b.host)
+	}
+	return n, err
+}
