@@ -56,6 +56,9 @@ type Options struct {
 	Nodes []fakekubelet.NodePool
 	// Programs assign in-process programs or scripts to containers (see fakekubelet.Options).
 	Programs []program.Rule
+	// KueueFailureRecovery runs Kueue's failure-recovery controller (KEP-6757), as a cluster with
+	// Kueue's FailureRecoveryPolicy gate on has it; nil leaves it off, as Kueue does by default.
+	KueueFailureRecovery *KueueFailureRecovery
 	// JobSet runs restartbed's JobSet controller (with the InPlaceRestart gate on) and serves
 	// its admission webhook to the apiserver, as a cluster with JobSet installed has them.
 	JobSet bool
@@ -91,7 +94,8 @@ type Cluster struct {
 	env      *crenvtest.Environment
 	launcher *launcher
 	manager  *controllermanager.Manager
-	jobSet   *jobSet
+	jobSet   *runningManager
+	kueue    *runningManager
 	tempDir  string
 
 	stopOnce sync.Once
@@ -236,6 +240,11 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
+	if opts.KueueFailureRecovery != nil {
+		if err := c.startKueue(ctx, *opts.KueueFailureRecovery, opts.Logger); err != nil {
+			return err
+		}
+	}
 	if len(opts.Nodes) > 0 {
 		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
@@ -264,6 +273,9 @@ func (c *Cluster) Stop() error {
 		var errs []error
 		if c.jobSet != nil {
 			errs = append(errs, c.jobSet.stop())
+		}
+		if c.kueue != nil {
+			errs = append(errs, c.kueue.stop())
 		}
 		if c.launcher != nil {
 			errs = append(errs, c.launcher.stop(c.env))

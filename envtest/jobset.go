@@ -10,17 +10,41 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/restartbed/restartbed/controller"
 )
 
-// jobSet is restartbed's JobSet controller and admission webhook, run by a controller-runtime
-// manager in the process, as a cluster with JobSet installed runs them.
-type jobSet struct {
+// runningManager is a controller-runtime manager running in the process until stop.
+type runningManager struct {
 	cancel context.CancelFunc
 	done   chan error
+}
+
+// runManager starts mgr; it runs until stop, whatever happens to ctx after this call.
+func runManager(ctx context.Context, mgr ctrl.Manager) *runningManager {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m := &runningManager{cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- mgr.Start(runCtx) }()
+	return m
+}
+
+// exited returns the manager's error if it has stopped by itself, nil while it runs.
+func (m *runningManager) exited() error {
+	select {
+	case err := <-m.done:
+		m.done <- err
+		return fmt.Errorf("the controller manager stopped: %w", err)
+	default:
+		return nil
+	}
+}
+
+func (m *runningManager) stop() error {
+	m.cancel()
+	return <-m.done
 }
 
 // webhookInstallOptions make envtest register the JobSet webhooks with the apiserver, served on a
@@ -46,17 +70,11 @@ func (c *Cluster) startJobSet(ctx context.Context, logger logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.jobSet = &jobSet{cancel: cancel, done: make(chan error, 1)}
-	go func() { c.jobSet.done <- mgr.Start(runCtx) }()
-
+	c.jobSet = runManager(ctx, mgr)
 	started := mgr.GetWebhookServer().StartedChecker()
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-c.jobSet.done:
-			c.jobSet.done <- err
-			return false, fmt.Errorf("the JobSet controller manager stopped: %w", err)
-		default:
+		if err := c.jobSet.exited(); err != nil {
+			return false, fmt.Errorf("JobSet: %w", err)
 		}
 		return started(&http.Request{}) == nil, nil
 	})
@@ -67,9 +85,4 @@ func (c *Cluster) startJobSet(ctx context.Context, logger logr.Logger) error {
 		return errors.New("the JobSet controller's caches did not sync")
 	}
 	return nil
-}
-
-func (j *jobSet) stop() error {
-	j.cancel()
-	return <-j.done
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
+
+	"github.com/restartbed/restartbed/timing"
 )
 
 // The variables every expression sees (SCENARIOS.md, "CEL").
@@ -24,6 +26,7 @@ const (
 	varNodes    = "nodes"
 	varCaptured = "captured"
 	varElapsed  = "elapsed"
+	varTiming   = "timing"
 )
 
 // listVariables are the object lists, in the order docs/scenarios.md lists them.
@@ -42,6 +45,7 @@ func environment() (*cel.Env, error) {
 		opts := []cel.EnvOption{
 			cel.Variable(varCaptured, cel.MapType(cel.StringType, cel.DynType)),
 			cel.Variable(varElapsed, cel.DurationType),
+			cel.Variable(varTiming, cel.MapType(cel.StringType, cel.DynType)),
 			ext.Strings(), ext.Lists(), ext.Sets(), ext.Math(),
 			cel.OptionalTypes(),
 		}
@@ -84,8 +88,8 @@ func compile(source string, wantBool bool) (cel.Program, error) {
 // activation is what an expression reads.
 type activation map[string]any
 
-func newActivation(lists map[string][]any, captured map[string]any, elapsed time.Duration) activation {
-	a := activation{varCaptured: captured, varElapsed: elapsed}
+func newActivation(lists map[string][]any, captured map[string]any, elapsed time.Duration, timing map[string]any) activation {
+	a := activation{varCaptured: captured, varElapsed: elapsed, varTiming: timing}
 	for _, name := range listVariables {
 		l := lists[name]
 		if l == nil {
@@ -94,6 +98,19 @@ func newActivation(lists map[string][]any, captured map[string]any, elapsed time
 		a[name] = l
 	}
 	return a
+}
+
+// timingVariable is the scenario's timing as expressions read it: the profile's name and each of
+// its durations by name (timing.Profile.Durations), with the Kueue threshold the scenario set.
+func timingVariable(sc *Scenario, p timing.Profile) map[string]any {
+	v := map[string]any{"name": p.Name}
+	for _, d := range p.Durations() {
+		v[d.Name] = d.Value
+	}
+	if k := sc.Spec.Controllers.KueueFailureRecovery; k != nil && k.Threshold != nil {
+		v["kueueFailureRecoveryThreshold"] = k.Threshold.Duration
+	}
+	return v
 }
 
 // evalBool evaluates a boolean expression; an evaluation error is returned, not counted as false.

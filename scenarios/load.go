@@ -292,11 +292,9 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 		l.addf(line("spec", "featureGates"), "spec.featureGates", "%v", err)
 	}
 	l.validateNodes(sc, doc)
-	if k := spec.Controllers.KueueFailureRecovery; k != nil {
-		if k.Enabled {
-			l.addf(line("spec", "controllers", "kueueFailureRecovery", "enabled"), "spec.controllers.kueueFailureRecovery.enabled",
-				"Kueue's failure-recovery controller is not available in this version of restartbed")
-		}
+	if k := spec.Controllers.KueueFailureRecovery; k != nil && k.Threshold != nil && k.Threshold.Duration <= 0 {
+		l.addf(line("spec", "controllers", "kueueFailureRecovery", "threshold"), "spec.controllers.kueueFailureRecovery.threshold",
+			"must be positive, got %v: it is how long after a pod's deletionTimestamp the pod is failed", k.Threshold.Duration)
 	}
 	for i, p := range spec.Programs {
 		path := fmt.Sprintf("spec.programs[%d]", i)

@@ -112,6 +112,7 @@ func TestMalformedScenarios(t *testing.T) {
 		{"tab", "  timing: fast\n", "s.yaml:7: found a tab character that violates indentation (a tab? YAML indents with spaces only)"},
 		{"delete by pod and by name", "", "s.yaml:44: spec.steps[5].delete: pod names the pod to delete: give it instead of kind and name, not with them"},
 		{"delete by a bad pod reference", "", "s.yaml:44: spec.steps[5].delete.pod.selector: bad label selector"},
+		{"zero Kueue threshold", "      threshold: 0s\n", "s.yaml:20: spec.controllers.kueueFailureRecovery.threshold: must be positive, got 0s"},
 		{"unknown node", "  - expect: 'pods.map(p, p.metadata.uid) == captured.uids'\n", "s.yaml:44: spec.steps[5].failNode.node: no node \"gpu-0\" in this scenario; its nodes are pool-a-0, pool-a-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,6 +136,8 @@ func TestMalformedScenarios(t *testing.T) {
 				content = strings.Replace(valid, "  timing: fast", "\ttiming: fast", 1)
 			case "unknown node":
 				content = valid + "  - failNode: {node: gpu-0}\n"
+			case "zero Kueue threshold":
+				content = strings.Replace(valid, "      threshold: 60s\n", tc.edit, 1)
 			case "delete by pod and by name":
 				content = valid + "  - delete: {kind: Pod, name: a, pod: {name: a}}\n"
 			case "delete by a bad pod reference":

@@ -94,6 +94,12 @@ func (r *Result) Passed() bool {
 func (sc *Scenario) ClusterOptions() envtest.Options {
 	profile, _ := timing.ByName(sc.Spec.Timing)
 	opts := envtest.Options{FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true, Nodes: sc.Pools}
+	if k := sc.Spec.Controllers.KueueFailureRecovery; k != nil && k.Enabled {
+		opts.KueueFailureRecovery = &envtest.KueueFailureRecovery{}
+		if k.Threshold != nil {
+			opts.KueueFailureRecovery.Threshold = k.Threshold.Duration
+		}
+	}
 	for _, p := range sc.Spec.Programs {
 		opts.Programs = append(opts.Programs, p.rule())
 	}
@@ -133,7 +139,7 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 	// The watches end before the cluster stops, so that the apiserver has no request to drain.
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
-	r := &runner{sc: sc, cluster: cluster, obs: newObserver(cluster.Clock, opts.Trace), rep: rep}
+	r := &runner{sc: sc, cluster: cluster, obs: newObserver(cluster.Clock, opts.Trace, timingVariable(sc, cluster.Timing)), rep: rep}
 	if err := r.setUp(ctx, watchCtx); err != nil {
 		res.Err = err
 		res.skipAll(0)

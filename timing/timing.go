@@ -173,12 +173,15 @@ func Names() []string {
 	return names
 }
 
-// Validate reports the first field that no component could work with.
-func (p Profile) Validate() error {
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{
+// Duration is one duration of a profile, under the name scenarios and errors use for it.
+type Duration struct {
+	Name  string
+	Value time.Duration
+}
+
+// Durations lists the profile's durations in the order of the struct's fields.
+func (p Profile) Durations() []Duration {
+	return []Duration{
 		{"jobSyncBatchPeriod", p.JobSyncBatchPeriod},
 		{"jobPodFailureBackOff", p.JobPodFailureBackOff},
 		{"jobPodFailureBackOffMax", p.JobPodFailureBackOffMax},
@@ -197,9 +200,14 @@ func (p Profile) Validate() error {
 		{"crashLoopBackOffMax", p.CrashLoopBackOffMax},
 		{"crashLoopBackOffReset", p.CrashLoopBackOffReset},
 		{"restartAllKillGrace", p.RestartAllKillGrace},
-	} {
-		if f.d <= 0 {
-			return fmt.Errorf("timing profile %q: %s must be positive, got %v", p.Name, f.name, f.d)
+	}
+}
+
+// Validate reports the first field that no component could work with.
+func (p Profile) Validate() error {
+	for _, f := range p.Durations() {
+		if f.Value <= 0 {
+			return fmt.Errorf("timing profile %q: %s must be positive, got %v", p.Name, f.Name, f.Value)
 		}
 	}
 	if p.JobPodFailureBackOffMax < p.JobPodFailureBackOff {

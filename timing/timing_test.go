@@ -1,6 +1,7 @@
 package timing
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,29 @@ func TestValidate(t *testing.T) {
 	bad.DefaultTolerationSeconds = 1500 * time.Millisecond
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "defaultTolerationSeconds (1.5s) must be whole seconds") {
 		t.Errorf("Validate() = %v, want a fractional toleration rejected", err)
+	}
+}
+
+// Every duration field is listed by Durations, so that it is validated and scenarios can read it.
+func TestDurationsListsEveryDurationField(t *testing.T) {
+	p := Realistic()
+	listed := map[time.Duration]int{}
+	for _, d := range p.Durations() {
+		listed[d.Value]++
+	}
+	v := reflect.ValueOf(p)
+	var fields int
+	for i := range v.NumField() {
+		if v.Field(i).Type() == reflect.TypeFor[time.Duration]() {
+			fields++
+		}
+	}
+	if got := len(p.Durations()); got != fields {
+		t.Errorf("Durations() lists %d durations, the profile has %d duration fields", got, fields)
+	}
+	for i := range v.NumField() {
+		if d, ok := v.Field(i).Interface().(time.Duration); ok && listed[d] == 0 {
+			t.Errorf("field %s (%v) is not listed by Durations()", v.Type().Field(i).Name, d)
+		}
 	}
 }

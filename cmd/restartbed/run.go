@@ -15,6 +15,7 @@ import (
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/scenarios"
+	"github.com/restartbed/restartbed/timing"
 )
 
 // Exit statuses of run (SCENARIOS.md, "Output").
@@ -25,13 +26,17 @@ const (
 
 func newRunCommand() *cobra.Command {
 	var parallel int
-	var junit, trace string
+	var junit, trace, timingName string
 	cmd := &cobra.Command{
 		Use:   "run FILE|DIR...",
 		Short: "Replay scenarios, each on a fresh cluster, and report every step",
 		Long: `run loads every scenario first (a directory stands for its *.yaml and *.yml files) and starts
 nothing if any is invalid. Each scenario then gets its own control plane, controllers and emulated
 nodes; its objects are applied and its steps run in order, one report line per step.
+
+--timing replays every scenario in another timing profile than its spec.timing, to check that
+it holds in both; expressions that read the timing variable (timing.defaultTolerationSeconds,
+...) follow the profile.
 
 Exit status: 0 every step of every scenario passed; 1 a step failed or a cluster could not run;
 2 a scenario file is invalid (each problem is shown as FILE:LINE: FIELD: message).
@@ -42,18 +47,25 @@ The format is documented in docs/scenarios.md.`,
 			if parallel < 1 {
 				return exitError{code: exitInvalid, err: fmt.Errorf("-p must be at least 1, got %d", parallel)}
 			}
-			return runScenarios(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args, runFlags{parallel: parallel, junit: junit, trace: trace})
+			if timingName != "" {
+				if _, err := timing.ByName(timingName); err != nil {
+					return exitError{code: exitInvalid, err: fmt.Errorf("--timing: %w", err)}
+				}
+			}
+			return runScenarios(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args,
+				runFlags{parallel: parallel, junit: junit, trace: trace, timing: timingName})
 		},
 	}
 	cmd.Flags().IntVarP(&parallel, "parallel", "p", 1, "scenarios to run at once, each with its own control plane")
 	cmd.Flags().StringVar(&junit, "junit", "", "write JUnit XML to this file (one testcase per step)")
+	cmd.Flags().StringVar(&timingName, "timing", "", "run every scenario in this timing profile ("+strings.Join(timing.Names(), ", ")+") instead of its spec.timing")
 	cmd.Flags().StringVar(&trace, "trace", "", "write every observed object change to this file as JSON lines; with several scenarios, FILE gets each scenario's name before its extension")
 	return cmd
 }
 
 type runFlags struct {
-	parallel     int
-	junit, trace string
+	parallel             int
+	junit, trace, timing string
 }
 
 func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, flags runFlags) error {
@@ -65,6 +77,11 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 			return exitError{code: exitInvalid, err: fmt.Errorf("%d problem(s) in the scenario files; nothing was started", len(invalid.Problems))}
 		}
 		return exitError{code: exitInvalid, err: err}
+	}
+	if flags.timing != "" {
+		for _, sc := range all {
+			sc.Spec.Timing = flags.timing
+		}
 	}
 	// Build or find the control plane once, before any scenario starts its own.
 	if _, err := controlplane.Ensure(controlplane.Options{Progress: errOut}); err != nil {

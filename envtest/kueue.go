@@ -1,0 +1,54 @@
+package envtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/restartbed/restartbed/kueue/failurerecovery"
+)
+
+// KueueFailureRecovery configures Kueue's failure-recovery controller.
+type KueueFailureRecovery struct {
+	// Threshold is how long after a pod's deletionTimestamp the controller fails and deletes it.
+	// Zero means the timing profile's (realistic 60 s, Kueue's default; fast 5 s).
+	Threshold time.Duration
+}
+
+// startKueue runs the failure-recovery controller in a manager of its own, as Kueue's manager
+// runs it, and returns once its caches have synced.
+func (c *Cluster) startKueue(ctx context.Context, opts KueueFailureRecovery, logger *logr.Logger) error {
+	if opts.Threshold < 0 {
+		return fmt.Errorf("Kueue failure recovery: the threshold must not be negative, got %v", opts.Threshold)
+	}
+	threshold := opts.Threshold
+	if threshold == 0 {
+		threshold = c.Timing.KueueFailureRecoveryThreshold
+	}
+	log := logr.Discard()
+	if logger != nil {
+		log = logger.WithName("kueue")
+	}
+	mgrOpts := ctrl.Options{Scheme: c.Scheme, Logger: log, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	mgrOpts.Controller.SkipNameValidation = ptr.To(true) // one per cluster, several clusters per process
+	mgr, err := ctrl.NewManager(c.Config, mgrOpts)
+	if err != nil {
+		return fmt.Errorf("Kueue failure recovery manager: %w", err)
+	}
+	r := failurerecovery.New(mgr.GetClient(), mgr.GetEventRecorderFor(failurerecovery.EventSource),
+		failurerecovery.WithClock(c.Clock), failurerecovery.WithThreshold(threshold))
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("Kueue failure recovery: %w", err)
+	}
+	c.kueue = runManager(ctx, mgr)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return errors.Join(errors.New("the Kueue failure-recovery controller's caches did not sync"), c.kueue.exited())
+	}
+	return nil
+}

@@ -1,0 +1,32 @@
+package scenarios
+
+import (
+	"testing"
+	"time"
+
+	"github.com/restartbed/restartbed/timing"
+)
+
+// Expressions read the profile's durations by name, and the Kueue threshold the scenario set.
+func TestTimingVariable(t *testing.T) {
+	sc := &Scenario{}
+	sc.Spec.Controllers.KueueFailureRecovery = &KueueFailureRecovery{Enabled: true, Threshold: &Duration{Duration: 7 * time.Second}}
+	for _, tc := range []struct {
+		profile timing.Profile
+		expr    string
+	}{
+		{timing.Fast(), `timing.name == "fast" && timing.defaultTolerationSeconds == duration("5s") && timing.nodeMonitorGracePeriod == duration("5s")`},
+		{timing.Realistic(), `timing.name == "realistic" && timing.defaultTolerationSeconds == duration("300s") && timing.nodeMonitorPeriod == duration("5s")`},
+		{timing.Realistic(), `timing.kueueFailureRecoveryThreshold == duration("7s")`},
+		{timing.Fast(), `elapsed + timing.podGCQuarantine > duration("4s")`},
+	} {
+		prg, err := compile(tc.expr, true)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.expr, err)
+		}
+		ok, err := evalBool(prg, newActivation(nil, map[string]any{}, time.Second, timingVariable(sc, tc.profile)))
+		if err != nil || !ok {
+			t.Errorf("%s with %s = %v, %v; want true", tc.expr, tc.profile.Name, ok, err)
+		}
+	}
+}
