@@ -10,7 +10,8 @@ BIN      := $(CURDIR)/bin
 TOOLS    := $(GO) tool -modfile=$(CURDIR)/hack/tools/go.mod
 
 # Flags for every `go test` of `make test`; the race detector is on because the emulation is
-# concurrent throughout. `make test GOTEST_FLAGS=` turns it off for a quicker local run.
+# concurrent throughout. test/realistic waits out upstream's node-failure delays (about eight
+# minutes), hence the longer timeout. `make test GOTEST_FLAGS=` turns it off for a quicker local run.
 GOTEST_FLAGS ?= -race
 # Packages under test/ hold the envtest suites and their helpers; everything else is a unit test.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
@@ -37,7 +38,7 @@ kubectl: ## Find or unpack Debian's kubectl (the up test drives it); prints its 
 
 .PHONY: test
 test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and the library consumer, with the race detector.
-	$(GO) test $(GOTEST_FLAGS) ./...
+	$(GO) test $(GOTEST_FLAGS) -timeout 30m ./...
 	cd examples/consumer && $(GO) test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit

@@ -17,7 +17,7 @@ import (
 // KueueFailureRecovery configures Kueue's failure-recovery controller.
 type KueueFailureRecovery struct {
 	// Threshold is how long after a pod's deletionTimestamp the controller fails and deletes it.
-	// Zero means the timing profile's (realistic 60 s, Kueue's default; fast 5 s).
+	// Zero means the timing profile's (realistic 60 s, Kueue's default; fast 3 s).
 	Threshold time.Duration
 }
 

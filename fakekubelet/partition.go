@@ -60,17 +60,25 @@ func (p *pods) onNode(name string) []*corev1.Pod {
 	return out
 }
 
+// startedNode returns the named node and the pod workers, once the kubelet has started.
+func (k *Kubelet) startedNode(name string) (*node, *pods, error) {
+	n, err := k.node(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if k.pods == nil {
+		return nil, nil, errors.New("fakekubelet: not started")
+	}
+	return n, k.pods, nil
+}
+
 // FailNode partitions a node from the apiserver (see above). It fails if the node is already
 // partitioned.
 func (k *Kubelet) FailNode(name string) error {
-	n, err := k.node(name)
+	n, p, err := k.startedNode(name)
 	if err != nil {
 		return err
 	}
-	if k.pods == nil {
-		return errors.New("fakekubelet: not started")
-	}
-	p := k.pods
 	p.frozenMu.Lock()
 	defer p.frozenMu.Unlock()
 	if n.partitioned() {
@@ -89,14 +97,10 @@ func (k *Kubelet) FailNode(name string) error {
 // were removed meanwhile — and publishes each pod's latest status against what the API holds
 // now. Its in-memory state (backoff, probe results) is kept: the kubelet did not restart.
 func (k *Kubelet) RecoverNode(ctx context.Context, name string) error {
-	n, err := k.node(name)
+	n, p, err := k.startedNode(name)
 	if err != nil {
 		return err
 	}
-	if k.pods == nil {
-		return errors.New("fakekubelet: not started")
-	}
-	p := k.pods
 	p.frozenMu.Lock()
 	if !n.partitioned() {
 		p.frozenMu.Unlock()

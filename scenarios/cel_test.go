@@ -15,7 +15,7 @@ func TestTimingVariable(t *testing.T) {
 		profile timing.Profile
 		expr    string
 	}{
-		{timing.Fast(), `timing.name == "fast" && timing.defaultTolerationSeconds == duration("5s") && timing.nodeMonitorGracePeriod == duration("5s")`},
+		{timing.Fast(), `timing.name == "fast" && timing.defaultTolerationSeconds == duration("3s") && timing.nodeMonitorGracePeriod == duration("5s")`},
 		{timing.Realistic(), `timing.name == "realistic" && timing.defaultTolerationSeconds == duration("300s") && timing.nodeMonitorPeriod == duration("5s")`},
 		{timing.Realistic(), `timing.kueueFailureRecoveryThreshold == duration("7s")`},
 		{timing.Fast(), `elapsed + timing.podGCQuarantine > duration("4s")`},

@@ -114,8 +114,8 @@ func Realistic() Profile {
 
 // Fast returns the realistic shapes scaled down about tenfold: backoffs start at one second and
 // still double, so a test sees the same sequence of events in a fraction of the time. The
-// default toleration is cut more (300 s to 5 s) so that a node failure, its eviction and Kueue's
-// recovery fit in half a minute.
+// default toleration (300 s to 3 s) and Kueue's threshold (60 s to 3 s) are cut more, so that a
+// node failure, its eviction and Kueue's recovery fit in well under half a minute.
 func Fast() Profile {
 	return Profile{
 		Name:                    FastName,
@@ -133,10 +133,10 @@ func Fast() Profile {
 		NodeStartupGracePeriod: 10 * time.Second,
 		NodeEvictionRate:       10,
 
-		DefaultTolerationSeconds:      5 * time.Second,
+		DefaultTolerationSeconds:      3 * time.Second,
 		PodGCPeriod:                   2 * time.Second,
 		PodGCQuarantine:               4 * time.Second,
-		KueueFailureRecoveryThreshold: 5 * time.Second,
+		KueueFailureRecoveryThreshold: 3 * time.Second,
 
 		CrashLoopBackOff:      time.Second,
 		CrashLoopBackOffMax:   30 * time.Second,

@@ -16,7 +16,7 @@ import (
 )
 
 // A partitioned node (FailNode) against the real node lifecycle controller: the suite runs the
-// fast profile (node grace 5 s, default tolerations 5 s), so each spec recovers the node before
+// fast profile (node grace 5 s, default tolerations 3 s), so each spec recovers the node before
 // its pods' tolerations run out unless it wants them evicted.
 var _ = Describe("Node partition", func() {
 	var ns string
