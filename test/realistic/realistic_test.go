@@ -10,6 +10,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/restartbed/restartbed/scenarios"
@@ -25,21 +26,33 @@ var nodeFailureScenarios = []string{
 	"node-deleted-pod-gc.yaml",
 }
 
+// The scenarios run all at once (they mostly wait; t.Parallel would run only GOMAXPROCS of them
+// at a time), and each is reported as a subtest.
 func TestNodeFailureScenariosInRealisticTiming(t *testing.T) {
-	for _, file := range nodeFailureScenarios {
+	all := make([]*scenarios.Scenario, len(nodeFailureScenarios))
+	for i, file := range nodeFailureScenarios {
 		sc, err := scenarios.Load(filepath.Join("../../scenarios/examples", file))
 		if err != nil {
 			t.Fatalf("the bundled scenario must load:\n%v", err)
 		}
 		sc.Spec.Timing = timing.RealisticName
+		all[i] = sc
+	}
+	results := make([]*scenarios.Result, len(all))
+	reports := make([]strings.Builder, len(all))
+	var wg sync.WaitGroup
+	for i, sc := range all {
+		wg.Go(func() {
+			results[i] = scenarios.Run(context.Background(), sc, scenarios.RunOptions{Progress: &reports[i]})
+		})
+	}
+	wg.Wait()
+	for i, sc := range all {
 		t.Run(sc.Metadata.Name, func(t *testing.T) {
-			t.Parallel()
-			var report strings.Builder
-			res := scenarios.Run(context.Background(), sc, scenarios.RunOptions{Progress: &report})
-			if !res.Passed() {
-				t.Fatalf("scenario %s failed in realistic timing:\n%s", sc.File, report.String())
+			if !results[i].Passed() {
+				t.Fatalf("scenario %s failed in realistic timing:\n%s", sc.File, reports[i].String())
 			}
-			t.Logf("%s", report.String())
+			t.Logf("%s", reports[i].String())
 		})
 	}
 }
