@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // This file is the kubelet's fault-injection API: what scenario steps and tests do to pods and
@@ -108,16 +107,10 @@ func (k *Kubelet) RestartKubelet(name string) error {
 
 // resync forgets the in-memory state of the node's pods and syncs them again.
 func (k *Kubelet) resync(n *node) {
-	var uids []types.UID
-	for _, obj := range k.pods.informer.GetStore().List() {
-		if pod := obj.(*corev1.Pod); pod.Spec.NodeName == n.name {
-			uids = append(uids, pod.UID)
-		}
-	}
-	for _, uid := range uids {
-		k.pods.forgetState(uid)
-		k.status.Forget(uid)
-		k.pods.queue.Add(uid)
+	for _, pod := range k.pods.onNode(n.name) {
+		k.pods.forgetState(pod.UID)
+		k.status.Forget(pod.UID)
+		k.pods.queue.Add(pod.UID)
 	}
 }
 

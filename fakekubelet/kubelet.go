@@ -224,11 +224,8 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p := &pods{client: k.client, clock: k.clock, timing: k.opts.Timing, rules: rules, events: k.events,
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
-		nodes: map[string]*node{}, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
+		nodes: k.byName, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
 		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, ctx: ctx}
-	for _, n := range k.nodes {
-		p.nodes[n.name] = n
-	}
 	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules, Held: p.cutOff})
 	if err != nil {
 		return err
