@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/restartbed/restartbed/fakekubelet/program"
@@ -15,32 +16,41 @@ import (
 // BuiltinName is the name under which the agent is a fake-kubelet program.
 const BuiltinName = "agent"
 
-func init() { program.RegisterBuiltin(BuiltinName, program.Func(runInContainer)) }
+func init() { program.RegisterBuiltin(BuiltinName, Program(ProgramOptions{})) }
 
-// runInContainer runs the agent as an in-process container program: its configuration from the
+// ProgramOptions tune the agent as a fake-kubelet program; the builtin "agent" uses the zero value.
+type ProgramOptions struct {
+	// Backoff paces the agent's retries; the zero value means DefaultBackoff. A Jitter of 0 makes
+	// agents that fail together retry together (restartbed bench's jitter-off runs).
+	Backoff wait.Backoff
+}
+
+// Program returns the agent as an in-process container program: its configuration from the
 // container's environment and service-account files, its identity the pod's service account, its
 // probe endpoint served on the pod's port, its worker run by restartbed's shell, and its log the
 // container's.
-func runInContainer(ctx context.Context, c *program.Container) int {
-	logger := funcr.New(func(prefix, args string) { fmt.Fprintln(c.Stderr, prefix, args) }, funcr.Options{})
-	cfg, err := ConfigFromEnv(c.LookupEnv, c.FS.ReadFile)
-	if err != nil {
-		fmt.Fprintln(c.Stderr, err)
-		return 1
-	}
-	code, stopped := Run(klog.NewContext(ctx, logger), Options{
-		Config: cfg, RESTConfig: c.Config, Clock: c.Clock,
-		Serve: func(port int32, h http.Handler) error {
-			c.Serve(port, h)
-			return nil
-		},
-		RunWorker: func(ctx context.Context, command string) int {
-			env := shell.Env{FS: c.FS, Vars: c.Env, Stdout: c.Stdout, Stderr: c.Stderr, Clock: c.Clock, Hostname: c.Pod.Name}
-			return shell.RunMain(ctx, ctx, []string{"sh", "-c", command}, env)
-		},
+func Program(opts ProgramOptions) program.Program {
+	return program.Func(func(ctx context.Context, c *program.Container) int {
+		logger := funcr.New(func(prefix, args string) { fmt.Fprintln(c.Stderr, prefix, args) }, funcr.Options{})
+		cfg, err := ConfigFromEnv(c.LookupEnv, c.FS.ReadFile)
+		if err != nil {
+			fmt.Fprintln(c.Stderr, err)
+			return 1
+		}
+		code, stopped := Run(klog.NewContext(ctx, logger), Options{
+			Config: cfg, RESTConfig: c.Config, Clock: c.Clock, Backoff: opts.Backoff,
+			Serve: func(port int32, h http.Handler) error {
+				c.Serve(port, h)
+				return nil
+			},
+			RunWorker: func(ctx context.Context, command string) int {
+				env := shell.Env{FS: c.FS, Vars: c.Env, Stdout: c.Stdout, Stderr: c.Stderr, Clock: c.Clock, Hostname: c.Pod.Name}
+				return shell.RunMain(ctx, ctx, []string{"sh", "-c", command}, env)
+			},
+		})
+		if stopped {
+			return shell.ExitTerminated // SIGTERM: 128+15, as the released agent exits
+		}
+		return code
 	})
-	if stopped {
-		return shell.ExitTerminated // SIGTERM: 128+15, as the released agent exits
-	}
-	return code
 }

@@ -137,7 +137,7 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 			return fmt.Errorf("fakekubelet: informer for %v did not sync: %w", typ, context.Cause(startCtx))
 		}
 	}
-	k.wg.Go(func() { k.status.Run(ctx, statusWorkerCount) })
+	k.wg.Go(func() { k.status.Run(ctx, StatusWorkers) })
 	k.wg.Go(func() { k.pods.run(ctx) })
 	k.wg.Go(func() { k.binder.run(ctx) })
 	k.wg.Go(func() { k.heartbeat(ctx) })

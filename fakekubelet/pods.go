@@ -29,8 +29,9 @@ import (
 // podWorkerCount bounds how many pods are synced at once; syncs never block on a container.
 const podWorkerCount = 8
 
-// statusWorkerCount bounds concurrent status patches.
-const statusWorkerCount = 16
+// StatusWorkers bounds the kubelet's concurrent pod status patches: restartbed's own client
+// concurrency, at which restartbed bench measures the control plane's write bound.
+const StatusWorkers = 16
 
 // uidIndex indexes the pod informer by UID: runtime events name pods by UID.
 const uidIndex = "restartbed-uid"

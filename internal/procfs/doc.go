@@ -1,5 +1,6 @@
 //go:build linux
 
-// Package procfs reads process state from Linux's /proc, so that tests can prove which
-// processes a control plane left running. It only reads; it never signals a process.
+// Package procfs reads process state from Linux's /proc: which processes a control plane left
+// running (for tests) and how much memory a process held at its peak (for restartbed bench). It
+// only reads; it never signals a process.
 package procfs

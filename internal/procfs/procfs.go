@@ -3,6 +3,7 @@
 package procfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,4 +49,22 @@ func Children(ppid int) []int {
 		}
 	}
 	return pids
+}
+
+// PeakRSS returns the most memory the process has held resident (VmHWM), in bytes.
+func PeakRSS(pid int) (int64, error) {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest) // "123456 kB"
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmHWM line", pid)
 }
