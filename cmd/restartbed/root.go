@@ -44,6 +44,6 @@ and manifests can be exercised without a cluster.`,
 	}
 	root.PersistentFlags().IntVarP(&verbosity, "verbosity", "v", 0,
 		"log level of the in-process components on stderr (0: none; 2: state changes; 5: everything)")
-	root.AddCommand(newVersionCommand(), newAssetsCommand(), newDemoCommand(), newRunCommand(), newValidateCommand(), newUpCommand())
+	root.AddCommand(newVersionCommand(), newAssetsCommand(), newDemoCommand(), newRunCommand(), newValidateCommand(), newUpCommand(), newBenchCommand())
 	return root
 }

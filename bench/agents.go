@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/restartbed/restartbed/agent"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+)
+
+// agentTracker runs the agent as the benchmark's agent program and follows each agent process
+// through its requests: when it started, when its JobSet watch was open, and what the apiserver
+// answered it on the way, so that a report can say what a restart of thousands of agents cost
+// them.
+type agentTracker struct {
+	inner program.Program
+
+	mu      sync.Mutex
+	started []time.Time // process starts
+	// watched is, for each process whose watch opened, the time from its start to the watch.
+	watched  []time.Duration
+	requests int
+	// throttled counts 429 answers, retried by client-go after the Retry-After the apiserver set.
+	throttled int
+	// retryAfter sums the Retry-After seconds of the 429s: time spent waiting, not asking.
+	retryAfter time.Duration
+	failed     int // other error answers
+}
+
+func newAgentTracker(jitter bool) *agentTracker {
+	backoff := agent.DefaultBackoff()
+	if !jitter {
+		backoff.Jitter = 0
+	}
+	return &agentTracker{inner: agent.Program(agent.ProgramOptions{Backoff: backoff})}
+}
+
+// Run runs one agent process with its requests counted.
+func (t *agentTracker) Run(ctx context.Context, c *program.Container) int {
+	start := time.Now()
+	t.mu.Lock()
+	t.started = append(t.started, start)
+	t.mu.Unlock()
+	counted := *c
+	counted.Config = rest.CopyConfig(c.Config)
+	var once sync.Once
+	counted.Config.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if t.observe(req, resp, err) {
+				once.Do(func() { t.watchOpened(time.Since(start)) })
+			}
+			return resp, err
+		})
+	})
+	return t.inner.Run(ctx, &counted)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// observe counts one request and its answer; it reports whether the answer opened a watch.
+func (t *agentTracker) observe(req *http.Request, resp *http.Response, err error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.requests++
+	switch {
+	case err != nil:
+		t.failed++
+	case resp.StatusCode == http.StatusTooManyRequests:
+		t.throttled++
+		if d, perr := time.ParseDuration(resp.Header.Get("Retry-After") + "s"); perr == nil {
+			t.retryAfter += d
+		}
+	case resp.StatusCode >= 400:
+		t.failed++
+	default:
+		return req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true"
+	}
+	return false
+}
+
+func (t *agentTracker) watchOpened(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.watched = append(t.watched, d)
+}
+
+// AgentStats is what the agents' processes met between two marks of a run.
+type AgentStats struct {
+	// Jitter says whether the agents' retry backoff was jittered.
+	Jitter bool `json:"jitter"`
+	// Processes is the number of agent processes started.
+	Processes int `json:"processes"`
+	// Requests, Throttled (429s) and Failed count their requests and the answers.
+	Requests  int `json:"requests"`
+	Throttled int `json:"throttled"`
+	Failed    int `json:"failed"`
+	// RetryAfter sums the waits the 429s asked for.
+	RetryAfter Duration `json:"retryAfterSeconds"`
+	// ToWatch is the time from a process's start to its open JobSet watch, over the processes
+	// whose watch opened: median, 90th percentile, maximum.
+	ToWatch Quantiles `json:"toWatch"`
+}
+
+// Quantiles summarise durations.
+type Quantiles struct {
+	P50 Duration `json:"p50Seconds"`
+	P90 Duration `json:"p90Seconds"`
+	Max Duration `json:"maxSeconds"`
+}
+
+func quantiles(ds []time.Duration) Quantiles {
+	if len(ds) == 0 {
+		return Quantiles{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) Duration { return Duration(s[int(q*float64(len(s)-1))]) }
+	return Quantiles{P50: at(0.5), P90: at(0.9), Max: Duration(s[len(s)-1])}
+}
+
+// mark is a position in the tracker's records.
+type mark struct {
+	started, watched, requests, throttled, failed int
+	retryAfter                                    time.Duration
+}
+
+func (t *agentTracker) mark() mark {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return mark{len(t.started), len(t.watched), t.requests, t.throttled, t.failed, t.retryAfter}
+}
+
+// since returns the statistics of what happened after m.
+func (t *agentTracker) since(m mark, jitter bool) *AgentStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return &AgentStats{Jitter: jitter, Processes: len(t.started) - m.started, Requests: t.requests - m.requests,
+		Throttled: t.throttled - m.throttled, Failed: t.failed - m.failed, RetryAfter: Duration(t.retryAfter - m.retryAfter),
+		ToWatch: quantiles(t.watched[m.watched:])}
+}

@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	goruntime "runtime"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/internal/procfs"
+	"github.com/restartbed/restartbed/timing"
+)
+
+// Options configure a benchmark run.
+type Options struct {
+	// Pods is the number of workers, each on a node of its own. Required.
+	Pods int
+	// PodsPerJob is each Job's parallelism; Pods must be a multiple. Default DefaultPodsPerJob.
+	PodsPerJob int
+	// Strategies are measured in order on the same cluster. Default: Strategies().
+	Strategies []Strategy
+	// AgentJitter jitters the agents' retry backoff (the agent's default). Nil means true.
+	AgentJitter *bool
+	// Timing is the cluster's timing profile. Default: realistic, whose heartbeats load the
+	// apiserver as a cluster of that many nodes does.
+	Timing *timing.Profile
+	// Timeout bounds each wait: the pods starting, the group restart, the clean-up. Default 10m.
+	Timeout time.Duration
+	// Progress receives a line per step. Default: discarded.
+	Progress io.Writer
+	// Cluster is the base of the cluster's options (assets, logger, control-plane output);
+	// Run sets the nodes, programs, timing and JobSet.
+	Cluster envtest.Options
+}
+
+// DefaultPodsPerJob is each Job's parallelism unless Options say otherwise: a 4-host slice.
+const DefaultPodsPerJob = 4
+
+// Duration is a time.Duration that JSON writes as seconds.
+type Duration time.Duration
+
+// MarshalJSON writes seconds.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).Seconds()) }
+
+// UnmarshalJSON reads seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s float64
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*d = Duration(s * float64(time.Second))
+	return nil
+}
+
+// Seconds is the duration in seconds.
+func (d Duration) Seconds() float64 { return time.Duration(d).Seconds() }
+
+func (d Duration) String() string {
+	switch t := time.Duration(d); {
+	case t >= time.Minute:
+		return t.Round(100 * time.Millisecond).String()
+	case t >= time.Second:
+		return fmt.Sprintf("%.2fs", t.Seconds())
+	default:
+		return t.Round(time.Millisecond).String()
+	}
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	// Pods, Nodes and PodsPerJob are the run's shape; CPUs the cores Go could use.
+	Pods       int    `json:"pods"`
+	Nodes      int    `json:"nodes"`
+	PodsPerJob int    `json:"podsPerJob"`
+	CPUs       int    `json:"cpus"`
+	Timing     string `json:"timing"`
+	Go         string `json:"go"`
+	// StartedAt is when the run began.
+	StartedAt time.Time `json:"startedAt"`
+	// ClusterStart is how long the control plane and the nodes took to come up.
+	ClusterStart Duration `json:"clusterStartSeconds"`
+	Bound        Bound    `json:"bound"`
+	// Restarts holds one measurement per strategy, in the order run.
+	Restarts []*Restart `json:"restarts"`
+	// RecreateOverInPlace is the recreate restart's time over the in-place one's, when both ran.
+	RecreateOverInPlace float64 `json:"recreateOverInPlace,omitempty"`
+	Memory              Memory  `json:"memory"`
+	// Wall is the whole run.
+	Wall Duration `json:"wallSeconds"`
+}
+
+// Restart is one group restart of the benchmark's JobSet.
+type Restart struct {
+	Strategy Strategy `json:"strategy"`
+	// Start is from the JobSet's creation to every worker running.
+	Start Duration `json:"startSeconds"`
+	// Restart is from one worker's exit to every worker running again.
+	Restart Duration `json:"restartSeconds"`
+	// Wall is from the JobSet's creation to the end of the restart's writes.
+	Wall Duration `json:"wallSeconds"`
+	// Milestones say where the restart's time went.
+	Milestones []Milestone `json:"milestones"`
+	// Replaced counts the pods replaced rather than restarted in place.
+	Replaced int `json:"replaced"`
+	// Writes are the API writes from the exit until they settled, by verb and resource, as the
+	// apiserver counted them, without the nodes' heartbeats (Heartbeats).
+	Writes       map[string]int64 `json:"writes"`
+	WritesTotal  int64            `json:"writesTotal"`
+	WritesPerPod float64          `json:"writesPerPod"`
+	Heartbeats   int64            `json:"heartbeats"`
+	// AtBound is the time Writes need at the measured bound (creates at the create rate, every
+	// other write at the patch rate); OverBound is Restart over AtBound.
+	AtBound   Duration `json:"atBoundSeconds"`
+	OverBound float64  `json:"overBound"`
+	// Throttled are the requests API Priority and Fairness answered 429, by verb and resource;
+	// Rejected the same by priority level and reason.
+	Throttled map[string]int64 `json:"throttled,omitempty"`
+	Rejected  map[string]int64 `json:"rejected,omitempty"`
+	// QueueWait is the mean time a request waited in APF's queues, by priority level.
+	QueueWait map[string]Duration `json:"queueWait,omitempty"`
+	// Agents is what the agent processes started during the restart met.
+	Agents *AgentStats `json:"agents,omitempty"`
+}
+
+// Memory is the peak resident memory of each process of the run, in bytes.
+type Memory struct {
+	Restartbed int64 `json:"restartbedBytes"`
+	APIServer  int64 `json:"kubeAPIServerBytes,omitempty"`
+	Etcd       int64 `json:"etcdBytes,omitempty"`
+}
+
+func (o *Options) complete() error {
+	if o.PodsPerJob == 0 {
+		o.PodsPerJob = DefaultPodsPerJob
+	}
+	if err := checkShape(o.Pods, o.PodsPerJob); err != nil {
+		return err
+	}
+	if len(o.Strategies) == 0 {
+		o.Strategies = Strategies()
+	}
+	for _, s := range o.Strategies {
+		if !slices.Contains(Strategies(), s) {
+			return fmt.Errorf("unknown strategy %q: want %s or %s", s, InPlace, Recreate)
+		}
+	}
+	if o.AgentJitter == nil {
+		o.AgentJitter = new(true)
+	}
+	if o.Timing == nil {
+		o.Timing = new(timing.Realistic())
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return nil
+}
+
+// Run starts a cluster of opts.Pods nodes, measures the write bound and each strategy's group
+// restart, and stops the cluster. The report is returned with what was measured before an error.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Pods: opts.Pods, Nodes: opts.Pods, PodsPerJob: opts.PodsPerJob, CPUs: goruntime.GOMAXPROCS(0),
+		Timing: opts.Timing.Name, Go: goruntime.Version(), StartedAt: time.Now()}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(opts.Progress, "bench: "+format+"\n", args...)
+	}
+
+	tracker := newAgentTracker(*opts.AgentJitter)
+	clusterOpts := opts.Cluster
+	clusterOpts.Timing = opts.Timing
+	clusterOpts.JobSet = true
+	clusterOpts.Nodes = []fakekubelet.NodePool{{Name: "bench", Count: opts.Pods,
+		Capacity: corev1.ResourceList{fakekubelet.TPUResource: resource.MustParse("4")}}}
+	clusterOpts.Programs = append([]program.Rule{{Container: agentContainerName, Program: tracker}}, clusterOpts.Programs...)
+	progress("starting a control plane with %d nodes (%s timing)", opts.Pods, opts.Timing.Name)
+	cluster, err := envtest.Start(ctx, clusterOpts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cluster.Stop() }()
+	rep.ClusterStart = Duration(time.Since(rep.StartedAt))
+	progress("cluster up in %s", rep.ClusterStart)
+
+	err = run(ctx, cluster, opts, tracker, rep, progress)
+	rep.Memory = peakMemory()
+	rep.Wall = Duration(time.Since(rep.StartedAt))
+	return rep, err
+}
+
+func run(ctx context.Context, cluster *envtest.Cluster, opts Options, tracker *agentTracker, rep *Report, progress func(string, ...any)) error {
+	boundNS, err := benchNamespace(ctx, cluster, "bench-bound")
+	if err != nil {
+		return err
+	}
+	boundPods := min(max(opts.Pods, 1000), 5000)
+	progress("measuring the write bound: %d pod creates, then %d status patches, %d at a time", boundPods, boundPods, fakekubelet.StatusWorkers)
+	rep.Bound, err = measureBound(ctx, cluster.Clientset, boundNS, boundPods, fakekubelet.StatusWorkers)
+	if err != nil {
+		return err
+	}
+	progress("write bound: %.0f creates/s, %.0f status patches/s", rep.Bound.CreatesPerSecond, rep.Bound.PatchesPerSecond)
+
+	for _, s := range opts.Strategies {
+		r, err := measureRestart(ctx, cluster, opts, s, tracker, rep.Bound, progress)
+		if r != nil {
+			rep.Restarts = append(rep.Restarts, r)
+		}
+		if err != nil {
+			return fmt.Errorf("%s restart: %w", s, err)
+		}
+	}
+	if in, re := rep.restart(InPlace), rep.restart(Recreate); in != nil && re != nil && in.Restart > 0 {
+		rep.RecreateOverInPlace = re.Restart.Seconds() / in.Restart.Seconds()
+	}
+	return nil
+}
+
+// restart returns the measurement of strategy s, or nil.
+func (r *Report) restart(s Strategy) *Restart {
+	for _, m := range r.Restarts {
+		if m.Strategy == s {
+			return m
+		}
+	}
+	return nil
+}
+
+// benchNamespace creates a namespace with the agent's service account and RBAC.
+func benchNamespace(ctx context.Context, cluster *envtest.Cluster, name string) (string, error) {
+	if _, err := cluster.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	objs, err := agentRBAC(name)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range objs {
+		if err := cluster.Client.Create(ctx, o); err != nil {
+			return "", fmt.Errorf("creating the agent's %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return name, nil
+}
+
+// peakMemory reads the peak RSS of this process and of its children (kube-apiserver, etcd).
+func peakMemory() Memory {
+	var m Memory
+	m.Restartbed, _ = procfs.PeakRSS(os.Getpid())
+	for _, pid := range procfs.Children(os.Getpid()) {
+		rss, err := procfs.PeakRSS(pid)
+		if err != nil {
+			continue
+		}
+		switch procfs.Command(pid) {
+		case "kube-apiserver":
+			m.APIServer = max(m.APIServer, rss)
+		case "etcd":
+			m.Etcd = max(m.Etcd, rss)
+		}
+	}
+	return m
+}
+
+// errTimeout wraps what a wait that ran out found.
+var errTimeout = errors.New("timed out")

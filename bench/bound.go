@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// Bound is the control plane's write throughput measured in the run: pods created, then each
+// given a kubelet-sized status patch, at restartbed's own client concurrency, while the emulated
+// nodes heartbeat as they do during the restarts.
+type Bound struct {
+	// Concurrency is the number of requests in flight (the fake kubelet's status writers).
+	Concurrency int `json:"concurrency"`
+	// Pods is how many pods were created and patched.
+	Pods int `json:"pods"`
+	// CreatesPerSecond and PatchesPerSecond are the rates sustained.
+	CreatesPerSecond float64 `json:"createsPerSecond"`
+	PatchesPerSecond float64 `json:"patchesPerSecond"`
+}
+
+// unscheduled is the scheduler name of the bound's pods: restartbed's binder leaves them alone,
+// so they cost the apiserver and nothing else.
+const unscheduled = "restartbed-bench-unscheduled"
+
+// measureBound creates pods copies of the benchmark's worker pod in namespace, patches each one's
+// status to Running as a kubelet's first status write does, and deletes them.
+func measureBound(ctx context.Context, cs kubernetes.Interface, namespace string, pods, concurrency int) (Bound, error) {
+	b := Bound{Concurrency: concurrency, Pods: pods}
+	template := benchJobSet(namespace, 1, 1, InPlace).Spec.ReplicatedJobs[0].Template.Spec.Template
+	template.Spec.SchedulerName = unscheduled
+
+	names := make([]string, pods)
+	uids := make([]types.UID, pods)
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	for i := range pods {
+		g.Go(func() error {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bound-%d", i), Namespace: namespace}, Spec: template.Spec}
+			created, err := cs.CoreV1().Pods(namespace).Create(gctx, pod, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("creating pod %d of the write bound: %w", i, err)
+			}
+			names[i], uids[i] = created.Name, created.UID
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return b, err
+	}
+	b.CreatesPerSecond = float64(pods) / time.Since(start).Seconds()
+
+	start = time.Now()
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	for i := range pods {
+		g.Go(func() error {
+			patch, err := runningPatch(uids[i], &template.Spec)
+			if err != nil {
+				return err
+			}
+			if _, err := cs.CoreV1().Pods(namespace).Patch(gctx, names[i], types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+				return fmt.Errorf("patching the status of pod %s of the write bound: %w", names[i], err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return b, err
+	}
+	b.PatchesPerSecond = float64(pods) / time.Since(start).Seconds()
+
+	// Unbound pods go at once; one request removes them all.
+	err := cs.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+	if err != nil {
+		return b, fmt.Errorf("deleting the write bound's pods: %w", err)
+	}
+	return b, nil
+}
+
+// runningPatch is the strategic merge patch a kubelet sends when a pod's containers have started:
+// phase, conditions, addresses and a status for each container, with the pod's UID as a guard.
+func runningPatch(uid types.UID, spec *corev1.PodSpec) ([]byte, error) {
+	now := metav1.Now()
+	status := corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.1", PodIP: "10.1.0.1", StartTime: &now,
+		HostIPs: []corev1.HostIP{{IP: "10.0.0.1"}}, PodIPs: []corev1.PodIP{{IP: "10.1.0.1"}}, QOSClass: corev1.PodQOSBestEffort}
+	for _, t := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
+		status.Conditions = append(status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	running := func(c corev1.Container) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: "docker-pullable://" + c.Image, ContainerID: "restartbed://" + string(uid) + "-" + c.Name,
+			Ready: true, Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}
+	}
+	for _, c := range spec.InitContainers {
+		status.InitContainerStatuses = append(status.InitContainerStatuses, running(c))
+	}
+	for _, c := range spec.Containers {
+		status.ContainerStatuses = append(status.ContainerStatuses, running(c))
+	}
+	before, err := json.Marshal(corev1.Pod{})
+	if err != nil {
+		return nil, err
+	}
+	after, err := json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: status})
+	if err != nil {
+		return nil, err
+	}
+	return strategicpatch.CreateTwoWayMergePatch(before, after, corev1.Pod{})
+}

@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The apiserver's own counters, read from its /metrics endpoint: they see every client,
+// restartbed's components and the in-process agents alike.
+const (
+	metricRequests = "apiserver_request_total"
+	metricRejected = "apiserver_flowcontrol_rejected_requests_total"
+	metricWait     = "apiserver_flowcontrol_request_wait_duration_seconds"
+)
+
+// writeVerbs are the request verbs that change state, as reports name them.
+var writeVerbs = map[string]bool{"CREATE": true, "UPDATE": true, "PATCH": true, "APPLY": true, "DELETE": true, "DELETECOLLECTION": true}
+
+// reportedVerb names the apiserver metrics' HTTP verbs as Kubernetes names the operations.
+var reportedVerb = map[string]string{"POST": "CREATE", "PUT": "UPDATE"}
+
+// background are the resources nodes write whatever pods do: heartbeats. They are reported apart
+// from a restart's writes.
+var background = map[string]bool{"leases": true, "nodes/status": true, "nodes": true}
+
+// requestKey identifies a kind of request: "PATCH pods/status".
+type requestKey struct {
+	Verb     string
+	Resource string // resource[/subresource]
+}
+
+func (k requestKey) String() string { return k.Verb + " " + k.Resource }
+
+// apiCounts is a reading of the apiserver's counters.
+type apiCounts struct {
+	// requests by kind; throttled counts the 429s among them.
+	requests, throttled map[requestKey]float64
+	// rejected counts API Priority and Fairness's rejections by priority level and reason.
+	rejected map[string]float64
+	// waitSeconds and waited sum the time requests spent queued in APF, by priority level.
+	waitSeconds, waited map[string]float64
+}
+
+// readCounts scrapes the apiserver's /metrics.
+func readCounts(ctx context.Context, cs kubernetes.Interface) (*apiCounts, error) {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
+	}
+	return parseCounts(bytes.NewReader(raw))
+}
+
+// parseCounts reads the counters bench uses from a Prometheus text exposition.
+func parseCounts(r io.Reader) (*apiCounts, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the apiserver's metrics: %w", err)
+	}
+	c := &apiCounts{requests: map[requestKey]float64{}, throttled: map[requestKey]float64{},
+		rejected: map[string]float64{}, waitSeconds: map[string]float64{}, waited: map[string]float64{}}
+	if f := families[metricRequests]; f != nil {
+		for _, m := range f.GetMetric() {
+			l := labels(m)
+			res := l["resource"]
+			if l["subresource"] != "" {
+				res += "/" + l["subresource"]
+			}
+			verb := l["verb"]
+			if v, ok := reportedVerb[verb]; ok {
+				verb = v
+			}
+			k := requestKey{Verb: verb, Resource: res}
+			c.requests[k] += m.GetCounter().GetValue()
+			if l["code"] == "429" {
+				c.throttled[k] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if f := families[metricRejected]; f != nil {
+		for _, m := range f.GetMetric() {
+			l := labels(m)
+			c.rejected[l["priority_level"]+" ("+l["reason"]+")"] += m.GetCounter().GetValue()
+		}
+	}
+	if f := families[metricWait]; f != nil {
+		for _, m := range f.GetMetric() {
+			l := labels(m)
+			c.waitSeconds[l["priority_level"]] += m.GetHistogram().GetSampleSum()
+			c.waited[l["priority_level"]] += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return c, nil
+}
+
+func labels(m *dto.Metric) map[string]string {
+	l := make(map[string]string, len(m.GetLabel()))
+	for _, p := range m.GetLabel() {
+		l[p.GetName()] = p.GetValue()
+	}
+	return l
+}
+
+// since returns what was counted between before and c.
+func (c *apiCounts) since(before *apiCounts) *apiCounts {
+	diff := func(now, then map[requestKey]float64) map[requestKey]float64 {
+		d := map[requestKey]float64{}
+		for k, v := range now {
+			if v -= then[k]; v > 0 {
+				d[k] = v
+			}
+		}
+		return d
+	}
+	diffS := func(now, then map[string]float64) map[string]float64 {
+		d := map[string]float64{}
+		for k, v := range now {
+			if v -= then[k]; v > 0 {
+				d[k] = v
+			}
+		}
+		return d
+	}
+	return &apiCounts{requests: diff(c.requests, before.requests), throttled: diff(c.throttled, before.throttled),
+		rejected: diffS(c.rejected, before.rejected), waitSeconds: diffS(c.waitSeconds, before.waitSeconds), waited: diffS(c.waited, before.waited)}
+}
+
+// writes returns the write requests counted, without the nodes' heartbeats, by kind.
+func (c *apiCounts) writes() map[string]int64 {
+	w := map[string]int64{}
+	for k, v := range c.requests {
+		if writeVerbs[k.Verb] && !background[k.Resource] {
+			w[k.String()] += int64(v)
+		}
+	}
+	return w
+}
+
+// heartbeats returns the nodes' writes counted.
+func (c *apiCounts) heartbeats() int64 {
+	var n int64
+	for k, v := range c.requests {
+		if writeVerbs[k.Verb] && background[k.Resource] {
+			n += int64(v)
+		}
+	}
+	return n
+}
+
+// throttledBy returns the 429s by kind.
+func (c *apiCounts) throttledBy() map[string]int64 {
+	t := map[string]int64{}
+	for k, v := range c.throttled {
+		t[k.String()] += int64(v)
+	}
+	return t
+}
+
+// sortedKeys returns m's keys in order, for stable reports.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/restartbed/restartbed/bench"
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/envtest/controlplane"
+	"github.com/restartbed/restartbed/timing"
+)
+
+type benchFlags struct {
+	pods, podsPerJob int
+	strategy         string
+	output           string
+	compare          string
+	jitter           bool
+	timing           string
+	timeout          time.Duration
+	cpuProfile       string
+}
+
+func newBenchCommand() *cobra.Command {
+	f := benchFlags{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure a JobSet's group restart at scale against the control plane's write bound",
+		Long: `bench starts the embedded control plane with --pods emulated nodes and, in one process:
+
+  bound     measures the control plane's write bound: pod creates/s and pod status patches/s at
+            the client concurrency restartbed's kubelet uses (16), while the nodes heartbeat
+  inplace   runs a JobSet of --pods workers, one per node, each pod JobSet's agent sidecar and a
+            worker, with restartStrategy InPlaceRestart; makes one worker exit and times the
+            group restart until every worker runs again
+  recreate  the same JobSet with restartStrategy Recreate: every Job deleted and created anew
+
+For each restart it reports where the time went (milestones from the exit), the API writes per
+pod as the apiserver counted them, the time those writes need at the measured bound, the 429s
+API Priority and Fairness answered and what the agents lost to them; then the ratio of the
+recreate restart to the in-place one and the peak memory of restartbed, kube-apiserver and etcd.
+
+-o json writes the report as JSON; --compare FILE prints each figure beside a previous JSON
+report's. Nothing is asserted about speed: docs/performance.md holds the figures and the goals.
+
+Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 bad flags.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := f.options()
+			if err != nil {
+				return exitError{code: exitInvalid, err: err}
+			}
+			var previous *bench.Report
+			if f.compare != "" {
+				if previous, err = bench.ReadReport(f.compare); err != nil {
+					return exitError{code: exitInvalid, err: fmt.Errorf("--compare: %w", err)}
+				}
+			}
+			opts.Progress = cmd.ErrOrStderr()
+			opts.Cluster = envtest.Options{Assets: controlplane.Options{Progress: cmd.ErrOrStderr()}, Logger: &logger}
+			return runBench(cmd.Context(), cmd.OutOrStdout(), opts, f, previous)
+		},
+	}
+	cmd.Flags().IntVar(&f.pods, "pods", 100, "workers, one pod per emulated node")
+	cmd.Flags().IntVar(&f.podsPerJob, "pods-per-job", bench.DefaultPodsPerJob, "pods per Job (parallelism); --pods must be a multiple")
+	cmd.Flags().StringVar(&f.strategy, "strategy", "both", "inplace, recreate or both")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
+	cmd.Flags().StringVar(&f.compare, "compare", "", "a previous JSON report (-o json) to print beside this run's figures")
+	cmd.Flags().BoolVar(&f.jitter, "agent-jitter", true, "jitter the agents' retry backoff; false makes agents that fail together retry together")
+	cmd.Flags().StringVar(&f.timing, "timing", timing.Realistic().Name,
+		fmt.Sprintf("timing profile: %s (realistic's heartbeats load the apiserver as a real cluster's nodes do)", strings.Join(timing.Names(), " or ")))
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "bound of each wait: the workers starting, the group restart, the clean-up")
+	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of restartbed's process (pprof) to this file")
+	return cmd
+}
+
+func (f benchFlags) options() (bench.Options, error) {
+	opts := bench.Options{Pods: f.pods, PodsPerJob: f.podsPerJob, AgentJitter: &f.jitter, Timeout: f.timeout}
+	switch f.strategy {
+	case "both":
+		opts.Strategies = bench.Strategies()
+	case string(bench.InPlace), string(bench.Recreate):
+		opts.Strategies = []bench.Strategy{bench.Strategy(f.strategy)}
+	default:
+		return opts, fmt.Errorf("--strategy must be inplace, recreate or both, got %q", f.strategy)
+	}
+	if f.output != "table" && f.output != "json" {
+		return opts, fmt.Errorf("-o must be table or json, got %q", f.output)
+	}
+	profile, err := timing.ByName(f.timing)
+	if err != nil {
+		return opts, fmt.Errorf("--timing: %w", err)
+	}
+	opts.Timing = &profile
+	return opts, bench.CheckOptions(opts)
+}
+
+func runBench(ctx context.Context, out io.Writer, opts bench.Options, f benchFlags, previous *bench.Report) error {
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return exitError{code: exitInvalid, err: fmt.Errorf("--cpuprofile: %w", err)}
+		}
+		defer stop()
+	}
+	rep, runErr := bench.Run(ctx, opts)
+	if rep != nil {
+		if f.output == "json" {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rep); err != nil {
+				return err
+			}
+		} else {
+			rep.WriteTable(out, previous)
+		}
+	}
+	if runErr != nil {
+		return exitError{code: exitFailed, err: runErr}
+	}
+	return nil
+}
+
+// startCPUProfile profiles this process's CPU into path until the returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}

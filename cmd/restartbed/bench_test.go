@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bad flags and an unreadable --compare exit 2 with what is wrong, before any control plane
+// starts: the binaries KUBEBUILDER_ASSETS names leave a mark when they run.
+func TestBenchRefusesBadFlags(t *testing.T) {
+	assets := t.TempDir()
+	mark := filepath.Join(t.TempDir(), "started")
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if err := os.WriteFile(filepath.Join(assets, bin), []byte("#!/bin/sh\ntouch "+mark+"\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("KUBEBUILDER_ASSETS", assets)
+	notReport := filepath.Join(t.TempDir(), "scenario.json")
+	if err := os.WriteFile(notReport, []byte(`{"kind": "Scenario"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pods", "0"}, "--pods must be at least 1, got 0"},
+		{[]string{"--pods", "10"}, "--pods 10 is not a multiple of --pods-per-job 4"},
+		{[]string{"--strategy", "blocking"}, `--strategy must be inplace, recreate or both, got "blocking"`},
+		{[]string{"-o", "yaml"}, `-o must be table or json, got "yaml"`},
+		{[]string{"--timing", "slow"}, "--timing:"},
+		{[]string{"--compare", filepath.Join(t.TempDir(), "missing.json")}, "--compare: open"},
+		{[]string{"--compare", notReport}, "--compare: " + notReport + ": not a restartbed bench JSON report"},
+		{[]string{"extra"}, `unknown command "extra"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := newRootCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(append([]string{"bench"}, tc.args...))
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("bench %v = %v, want an error containing %q", tc.args, err, tc.want)
+			}
+			var exit exitError
+			if errors.As(err, &exit) && exit.code != exitInvalid {
+				t.Errorf("exit %d, want %d", exit.code, exitInvalid)
+			}
+			if _, err := os.Stat(mark); err == nil {
+				t.Fatal("a control-plane binary ran")
+			}
+		})
+	}
+}
