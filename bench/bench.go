@@ -39,6 +39,9 @@ type Options struct {
 	Timeout time.Duration
 	// Progress receives a line per step. Default: discarded.
 	Progress io.Writer
+	// Restarted, if set, is called when every worker runs again after a strategy's restart,
+	// before anything is cleaned up: the moment to take a heap profile.
+	Restarted func(Strategy)
 	// Cluster is the base of the cluster's options (assets, logger, control-plane output);
 	// Run sets the nodes, programs, timing and JobSet.
 	Cluster envtest.Options
@@ -129,6 +132,9 @@ type Restart struct {
 	Rejected  map[string]int64 `json:"rejected,omitempty"`
 	// QueueWait is the mean time a request waited in APF's queues, by priority level.
 	QueueWait map[string]Duration `json:"queueWait,omitempty"`
+	// CPU is what each process used from the exit to every worker running again: on a machine
+	// whose cores are all busy, the restart waits for CPU rather than for the apiserver's writes.
+	CPU CPU `json:"cpu"`
 	// Agents is what the agent processes started during the restart met.
 	Agents *AgentStats `json:"agents,omitempty"`
 }
@@ -198,13 +204,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.ClusterStart = Duration(time.Since(rep.StartedAt))
 	progress("cluster up in %s", rep.ClusterStart)
 
-	err = run(ctx, cluster, opts, tracker, rep, progress)
-	rep.Memory = peakMemory()
+	procs := findProcesses()
+	err = run(ctx, cluster, opts, tracker, procs, rep, progress)
+	rep.Memory = procs.peakMemory()
 	rep.Wall = Duration(time.Since(rep.StartedAt))
 	return rep, err
 }
 
-func run(ctx context.Context, cluster *envtest.Cluster, opts Options, tracker *agentTracker, rep *Report, progress func(string, ...any)) error {
+func run(ctx context.Context, cluster *envtest.Cluster, opts Options, tracker *agentTracker, procs processes, rep *Report,
+	progress func(string, ...any)) error {
 	boundNS, err := benchNamespace(ctx, cluster, "bench-bound")
 	if err != nil {
 		return err
@@ -218,7 +226,7 @@ func run(ctx context.Context, cluster *envtest.Cluster, opts Options, tracker *a
 	progress("write bound: %.0f creates/s, %.0f status patches/s", rep.Bound.CreatesPerSecond, rep.Bound.PatchesPerSecond)
 
 	for _, s := range opts.Strategies {
-		r, err := measureRestart(ctx, cluster, opts, s, tracker, rep.Bound, progress)
+		r, err := measureRestart(ctx, cluster, opts, s, tracker, procs, rep.Bound, progress)
 		if r != nil {
 			rep.Restarts = append(rep.Restarts, r)
 		}
@@ -259,23 +267,71 @@ func benchNamespace(ctx context.Context, cluster *envtest.Cluster, name string) 
 	return name, nil
 }
 
-// peakMemory reads the peak RSS of this process and of its children (kube-apiserver, etcd).
-func peakMemory() Memory {
-	var m Memory
-	m.Restartbed, _ = procfs.PeakRSS(os.Getpid())
-	for _, pid := range procfs.Children(os.Getpid()) {
-		rss, err := procfs.PeakRSS(pid)
-		if err != nil {
-			continue
-		}
+// processes are the run's: this one and its children kube-apiserver and etcd (0 if not found).
+type processes struct{ restartbed, apiServer, etcd int }
+
+func findProcesses() processes {
+	p := processes{restartbed: os.Getpid()}
+	for _, pid := range procfs.Children(p.restartbed) {
 		switch procfs.Command(pid) {
 		case "kube-apiserver":
-			m.APIServer = max(m.APIServer, rss)
+			p.apiServer = pid
 		case "etcd":
-			m.Etcd = max(m.Etcd, rss)
+			p.etcd = pid
 		}
 	}
+	return p
+}
+
+// each reads f for the three processes; a process not found or gone reads as zero.
+func each[T any](p processes, f func(pid int) (T, error)) (restartbed, apiServer, etcd T) {
+	read := func(pid int) T {
+		var zero T
+		if pid == 0 {
+			return zero
+		}
+		v, err := f(pid)
+		if err != nil {
+			return zero
+		}
+		return v
+	}
+	return read(p.restartbed), read(p.apiServer), read(p.etcd)
+}
+
+// peakMemory reads the peak RSS of the run's processes.
+func (p processes) peakMemory() Memory {
+	var m Memory
+	m.Restartbed, m.APIServer, m.Etcd = each(p, procfs.PeakRSS)
 	return m
+}
+
+// CPU is the CPU time each process of the run used over a span, and what the machine had.
+type CPU struct {
+	Restartbed Duration `json:"restartbedSeconds"`
+	APIServer  Duration `json:"kubeAPIServerSeconds"`
+	Etcd       Duration `json:"etcdSeconds"`
+	// Available is the span's wall time times the cores Go could use.
+	Available Duration `json:"availableSeconds"`
+}
+
+// cpuMark is a reading of the processes' CPU times.
+type cpuMark struct {
+	at                          time.Time
+	restartbed, apiServer, etcd time.Duration
+}
+
+func (p processes) cpu() cpuMark {
+	m := cpuMark{at: time.Now()}
+	m.restartbed, m.apiServer, m.etcd = each(p, procfs.CPUTime)
+	return m
+}
+
+// since is the CPU used from m to now.
+func (p processes) since(m cpuMark) CPU {
+	now := p.cpu()
+	return CPU{Restartbed: Duration(now.restartbed - m.restartbed), APIServer: Duration(now.apiServer - m.apiServer),
+		Etcd: Duration(now.etcd - m.etcd), Available: Duration(now.at.Sub(m.at) * time.Duration(goruntime.GOMAXPROCS(0)))}
 }
 
 // errTimeout wraps what a wait that ran out found.

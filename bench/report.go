@@ -85,6 +85,10 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		row("API writes", func(m *Restart) string { return fmt.Sprint(m.WritesTotal) })
 		row("their time at the write bound", func(m *Restart) string { return m.AtBound.String() })
 		row("restart / time at the bound", func(m *Restart) string { return orDash(m.OverBound > 0, fmt.Sprintf("%.2f×", m.OverBound)) })
+		row("CPU: restartbed, apiserver, etcd / available", func(m *Restart) string {
+			return orDash(m.CPU.Available > 0, fmt.Sprintf("%.0fs, %.0fs, %.0fs / %.0fs", m.CPU.Restartbed.Seconds(), m.CPU.APIServer.Seconds(),
+				m.CPU.Etcd.Seconds(), m.CPU.Available.Seconds()))
+		})
 		row("pods replaced", func(m *Restart) string { return fmt.Sprint(m.Replaced) })
 		row("heartbeat writes meanwhile", func(m *Restart) string { return fmt.Sprint(m.Heartbeats) })
 		row("429s (APF)", func(m *Restart) string { return fmt.Sprint(sum(m.Throttled)) })

@@ -10,9 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,7 +40,7 @@ const (
 // measureRestart creates the benchmark's JobSet for strategy in a namespace of its own, waits for
 // every worker to run, makes the first pod's worker exit and times the group restart; it then
 // deletes the JobSet and waits for its pods to go, so the nodes are free for the next strategy.
-func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options, strategy Strategy, tracker *agentTracker, bound Bound,
+func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options, strategy Strategy, tracker *agentTracker, procs processes, bound Bound,
 	progress func(string, ...any)) (*Restart, error) {
 	ns, err := benchNamespace(ctx, cluster, "bench-"+string(strategy))
 	if err != nil {
@@ -76,6 +79,7 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 		return nil, err
 	}
 	agentsBefore := tracker.mark()
+	cpuBefore := procs.cpu()
 	exitAt := time.Now()
 	obs.arm(livePods(pods), current, exitAt)
 	if err := cluster.Kubelet.ExitContainer(ns, victim, workerContainer, workerExitCode); err != nil {
@@ -87,7 +91,11 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 		return r, fmt.Errorf("waiting for the group restart: %w", err)
 	}
 	r.Restart = Duration(time.Since(exitAt))
+	r.CPU = procs.since(cpuBefore)
 	progress("%s: every worker runs again %s after the exit", strategy, r.Restart)
+	if opts.Restarted != nil {
+		opts.Restarted(strategy)
+	}
 
 	after, err := settleWrites(ctx, cluster, before)
 	if err != nil {
@@ -150,7 +158,15 @@ func (r *Restart) account(d *apiCounts, pods int, bound Bound) {
 // watchBench starts informers on the namespace's pods and JobSets, feeding obs, and waits for
 // them to sync.
 func watchBench(cluster *envtest.Cluster, ns string, obs *observer, stop <-chan struct{}) (cache.Indexer, cache.Indexer, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(cluster.Clientset, 0, informers.WithNamespace(ns))
+	// Protobuf, as the in-process components read pods: the benchmark's own watch should cost
+	// the machine it measures as little as it can.
+	podCfg := rest.CopyConfig(cluster.Config)
+	podCfg.ContentType, podCfg.AcceptContentTypes = runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON
+	podClient, err := kubernetes.NewForConfig(podCfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(podClient, 0, informers.WithNamespace(ns))
 	podInformer := factory.Core().V1().Pods().Informer()
 	if _, err := podInformer.AddEventHandler(obs.podHandler()); err != nil {
 		return nil, nil, err

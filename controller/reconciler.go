@@ -94,10 +94,14 @@ func podJobSetKeys(obj client.Object) []string {
 	return nil
 }
 
-// associatedPods lists the JobSet's pods through the podJobSetIndex.
+// associatedPods lists the JobSet's pods through the podJobSetIndex. The pods are the cache's own
+// objects, not copies: callers only read them. (A JobSet's pods change with every status write of
+// a group restart, and each change reconciles the JobSet; copying thousands of pods each time was
+// most of the controller's work.)
 func associatedPods(ctx context.Context, c client.Reader, js *jobsetv1alpha2.JobSet) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(js.Namespace), client.MatchingFields{podJobSetIndex: js.Namespace + "/" + js.Name}); err != nil {
+	if err := c.List(ctx, &pods, client.InNamespace(js.Namespace), client.MatchingFields{podJobSetIndex: js.Namespace + "/" + js.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the pods of JobSet %s/%s: %w", js.Namespace, js.Name, err)
 	}
 	return pods.Items, nil
@@ -129,8 +133,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, events *[]event) (ctrl.Result, error) {
 	now := metav1.NewTime(r.opts.Clock.Now())
+	// The cache's own Jobs, not copies: every pod change of a large JobSet reconciles it, and
+	// copying each of its Jobs every time was most of the controller's work. What writes a Job
+	// (suspendOrResume) copies it first.
 	var owned batchv1.JobList
-	if err := r.client.List(ctx, &owned, client.InNamespace(js.Namespace), client.MatchingFields{jobOwnerIndex: string(js.UID)}); err != nil {
+	if err := r.client.List(ctx, &owned, client.InNamespace(js.Namespace), client.MatchingFields{jobOwnerIndex: string(js.UID)},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	jobs := classify(js, owned.Items, r.opts.Gates.RestartJob)
@@ -275,6 +283,18 @@ func (r *Reconciler) createJobs(ctx context.Context, js *jobsetv1alpha2.JobSet, 
 		exists[owned[i].Name] = true
 	}
 	allowed := creatable(js, metav1.NewTime(r.opts.Clock.Now()))
+	// Most reconciles find every Job there; building them (a template copy each) is for when
+	// one is missing.
+	missing := false
+	for i := range js.Spec.ReplicatedJobs {
+		rj := &js.Spec.ReplicatedJobs[i]
+		for index := range rj.Replicas {
+			missing = missing || allowed[rj.Name] && !exists[jobName(js, rj, index)]
+		}
+	}
+	if !missing {
+		return nil
+	}
 	var g errgroup.Group
 	g.SetLimit(maxParallelism)
 	for _, job := range desiredJobs(js, r.opts.Gates.RestartJob) {
@@ -352,7 +372,8 @@ func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.Job
 			if ptr.Deref(job.Spec.Suspend, false) {
 				continue
 			}
-			patch := client.MergeFrom(job.DeepCopy())
+			patch := client.MergeFrom(job)
+			job = job.DeepCopy()
 			job.Spec.Suspend = ptr.To(true)
 			if err := r.client.Patch(ctx, job, patch); err != nil {
 				return fmt.Errorf("suspending Job %s: %w", job.Name, err)
@@ -399,6 +420,7 @@ func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.Job
 // nodeSelector, tolerations, scheduling gates) is merged into the Job's template first; the
 // apiserver allows that only while the Job has no startTime, so a started Job's is cleared.
 func (r *Reconciler) resume(ctx context.Context, job *batchv1.Job, template *corev1.PodTemplateSpec) error {
+	job = job.DeepCopy() // the cache's object
 	if job.Status.StartTime != nil {
 		job.Status.StartTime = nil
 		if err := r.client.Status().Update(ctx, job); err != nil {

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	goruntime "runtime"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +30,7 @@ type benchFlags struct {
 	timing           string
 	timeout          time.Duration
 	cpuProfile       string
+	memProfile       string
 }
 
 func newBenchCommand() *cobra.Command {
@@ -79,6 +83,7 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 		fmt.Sprintf("timing profile: %s (realistic's heartbeats load the apiserver as a real cluster's nodes do)", strings.Join(timing.Names(), " or ")))
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "bound of each wait: the workers starting, the group restart, the clean-up")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of restartbed's process (pprof) to this file")
+	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write a heap profile of restartbed's process (pprof) to this file when every worker runs again after the first restart")
 	return cmd
 }
 
@@ -111,7 +116,15 @@ func runBench(ctx context.Context, out io.Writer, opts bench.Options, f benchFla
 		}
 		defer stop()
 	}
+	var profileErr error
+	if f.memProfile != "" {
+		var once sync.Once
+		opts.Restarted = func(bench.Strategy) { once.Do(func() { profileErr = writeHeapProfile(f.memProfile) }) }
+	}
 	rep, runErr := bench.Run(ctx, opts)
+	if profileErr != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("--memprofile: %w", profileErr))
+	}
 	if rep != nil {
 		if f.output == "json" {
 			enc := json.NewEncoder(out)
@@ -127,6 +140,16 @@ func runBench(ctx context.Context, out io.Writer, opts bench.Options, f benchFla
 		return exitError{code: exitFailed, err: runErr}
 	}
 	return nil
+}
+
+// writeHeapProfile writes the live heap, as of the last garbage collection made now, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	goruntime.GC()
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
 // startCPUProfile profiles this process's CPU into path until the returned function is called.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // stat returns the fields of /proc/PID/stat after the command name: state first, then ppid.
@@ -49,6 +50,28 @@ func Children(ppid int) []int {
 		}
 	}
 	return pids
+}
+
+// clockTicks is the unit of /proc/PID/stat's CPU times: USER_HZ, 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
+// CPUTime returns the CPU time the process has used so far, user and system.
+func CPUTime(pid int) (time.Duration, error) {
+	f := stat(pid)
+	// After the command: state(0) ppid ... utime(11) stime(12), as proc(5) numbers them from 3.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: no CPU times", pid)
+	}
+	var ticks int64
+	for _, field := range f[11:13] {
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
 // PeakRSS returns the most memory the process has held resident (VmHWM), in bytes.
