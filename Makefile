@@ -28,6 +28,14 @@ build: ## Build bin/restartbed.
 run: ## The main job: replay KEP-467 Story 1, a JobSet restarting its whole group in place.
 	$(GO) run ./cmd/restartbed run scenarios/examples/story1-fast-recovery.yaml
 
+.PHONY: bench
+bench: envtest-assets ## restartbed bench at PODS pods (default 1000), both strategies; the figures of docs/performance.md.
+	$(GO) run ./cmd/restartbed bench --pods $(or $(PODS),1000) --strategy both
+
+.PHONY: bench-smoke
+bench-smoke: envtest-assets ## CI's smoke test of restartbed bench: 100 pods, both strategies; fails only if a restart does not complete.
+	$(GO) run ./cmd/restartbed bench --pods 100 --strategy both
+
 .PHONY: envtest-assets
 envtest-assets: ## Find or build kube-apiserver and etcd; prints their directory.
 	$(GO) run ./cmd/restartbed assets

@@ -34,6 +34,10 @@ func CheckOptions(opts Options) error { return opts.complete() }
 func (r *Report) WriteTable(w io.Writer, previous *Report) {
 	fmt.Fprintf(w, "restartbed bench: %d pods on %d nodes (%d Jobs of %d), %s timing, %d CPUs, %s\n",
 		r.Pods, r.Nodes, r.Pods/max(r.PodsPerJob, 1), r.PodsPerJob, r.Timing, r.CPUs, r.Go)
+	if r.HeartbeatScale > 1 {
+		fmt.Fprintf(w, "nodes renewed their Leases every %s, %d× the %s profile's interval, to stay within the heartbeat budget\n",
+			r.LeaseRenewInterval, r.HeartbeatScale, r.Timing)
+	}
 	if previous != nil {
 		fmt.Fprintf(w, "compared with a run of %s: %d pods, %s timing (in parentheses)\n",
 			previous.StartedAt.Format("2006-01-02 15:04"), previous.Pods, previous.Timing)

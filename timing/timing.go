@@ -2,6 +2,7 @@ package timing
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -201,6 +202,32 @@ func (p Profile) Durations() []Duration {
 		{"crashLoopBackOffReset", p.CrashLoopBackOffReset},
 		{"restartAllKillGrace", p.RestartAllKillGrace},
 	}
+}
+
+// WithHeartbeatBudget returns the profile with the nodes' heartbeats slowed, if need be, so that
+// nodes' kubelets together make at most perSecond Lease renewals a second: the renew interval,
+// the lease's duration, the status report frequency and the node lifecycle controller's grace
+// periods are all multiplied by the same whole factor, so nodes stay Ready exactly as before
+// while a failure takes that factor longer to detect. It is for machines that cannot carry a
+// large cluster's heartbeats (5000 nodes renew 500 times a second in realistic timing) and a
+// workload besides. The factor is 1, and the profile unchanged, when the budget suffices or
+// perSecond is not positive.
+func (p Profile) WithHeartbeatBudget(nodes int, perSecond float64) (Profile, int) {
+	if perSecond <= 0 || nodes <= 0 {
+		return p, 1
+	}
+	renewals := float64(nodes) / p.NodeLeaseRenewInterval.Seconds()
+	factor := int(math.Ceil(renewals / perSecond))
+	if factor <= 1 {
+		return p, 1
+	}
+	k := time.Duration(factor)
+	p.NodeLeaseRenewInterval *= k
+	p.NodeLeaseDuration *= k
+	p.NodeStatusReportFrequency *= k
+	p.NodeMonitorGracePeriod *= k
+	p.NodeStartupGracePeriod *= k
+	return p, factor
 }
 
 // Validate reports the first field that no component could work with.

@@ -148,3 +148,39 @@ func TestDurationsListsEveryDurationField(t *testing.T) {
 		}
 	}
 }
+
+func TestWithHeartbeatBudget(t *testing.T) {
+	realistic := Realistic()
+	for _, tc := range []struct {
+		name      string
+		nodes     int
+		perSecond float64
+		factor    int
+	}{
+		{"within the budget", 500, 50, 1},
+		{"no budget", 5000, 0, 1},
+		{"5000 nodes at 50 a second", 5000, 50, 10},
+		{"rounds the factor up", 1001, 50, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, factor := realistic.WithHeartbeatBudget(tc.nodes, tc.perSecond)
+			if factor != tc.factor {
+				t.Fatalf("factor %d, want %d", factor, tc.factor)
+			}
+			k := time.Duration(tc.factor)
+			want := realistic
+			want.NodeLeaseRenewInterval, want.NodeLeaseDuration = realistic.NodeLeaseRenewInterval*k, realistic.NodeLeaseDuration*k
+			want.NodeStatusReportFrequency = realistic.NodeStatusReportFrequency * k
+			want.NodeMonitorGracePeriod, want.NodeStartupGracePeriod = realistic.NodeMonitorGracePeriod*k, realistic.NodeStartupGracePeriod*k
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("profile (-want +got):\n%s", diff)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("the scaled profile is invalid: %v", err)
+			}
+			if rate := float64(tc.nodes) / got.NodeLeaseRenewInterval.Seconds(); tc.perSecond > 0 && rate > tc.perSecond {
+				t.Errorf("%d nodes renew %.1f times a second, over the budget of %.0f", tc.nodes, rate, tc.perSecond)
+			}
+		})
+	}
+}

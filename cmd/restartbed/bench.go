@@ -29,6 +29,7 @@ type benchFlags struct {
 	jitter           bool
 	timing           string
 	timeout          time.Duration
+	heartbeats       float64
 	cpuProfile       string
 	memProfile       string
 }
@@ -51,6 +52,11 @@ For each restart it reports where the time went (milestones from the exit), the 
 pod as the apiserver counted them, the time those writes need at the measured bound, the 429s
 API Priority and Fairness answered and what the agents lost to them; then the ratio of the
 recreate restart to the in-place one and the peak memory of restartbed, kube-apiserver and etcd.
+
+Every node renews its Lease as the timing profile says, unless all of them together would renew
+more than --heartbeats-per-second times a second (5000 nodes in realistic timing: 500, this
+2-core machine's whole write bound); then every node's renew interval, lease duration, status
+report and grace periods are stretched by one whole factor, which the report states.
 
 -o json writes the report as JSON; --compare FILE prints each figure beside a previous JSON
 report's. Nothing is asserted about speed: docs/performance.md holds the figures and the goals.
@@ -81,6 +87,8 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 	cmd.Flags().BoolVar(&f.jitter, "agent-jitter", true, "jitter the agents' retry backoff; false makes agents that fail together retry together")
 	cmd.Flags().StringVar(&f.timing, "timing", timing.Realistic().Name,
 		fmt.Sprintf("timing profile: %s (realistic's heartbeats load the apiserver as a real cluster's nodes do)", strings.Join(timing.Names(), " or ")))
+	cmd.Flags().Float64Var(&f.heartbeats, "heartbeats-per-second", bench.DefaultHeartbeatBudget,
+		"most Lease renewals a second all nodes may make; past it every node's heartbeat interval, lease and grace are stretched alike (0: the timing profile's own)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "bound of each wait: the workers starting, the group restart, the clean-up")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of restartbed's process (pprof) to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write a heap profile of restartbed's process (pprof) to this file when every worker runs again after the first restart")
@@ -88,7 +96,7 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 }
 
 func (f benchFlags) options() (bench.Options, error) {
-	opts := bench.Options{Pods: f.pods, PodsPerJob: f.podsPerJob, AgentJitter: &f.jitter, Timeout: f.timeout}
+	opts := bench.Options{Pods: f.pods, PodsPerJob: f.podsPerJob, AgentJitter: &f.jitter, HeartbeatBudget: &f.heartbeats, Timeout: f.timeout}
 	switch f.strategy {
 	case "both":
 		opts.Strategies = bench.Strategies()

@@ -35,6 +35,7 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"--timing", "slow"}, "--timing:"},
 		{[]string{"--compare", filepath.Join(t.TempDir(), "missing.json")}, "--compare: open"},
 		{[]string{"--compare", notReport}, "--compare: " + notReport + ": not a restartbed bench JSON report"},
+		{[]string{"--heartbeats-per-second", "-1"}, "--heartbeats-per-second must be 0"},
 		{[]string{"extra"}, `unknown command "extra"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
