@@ -7,10 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
@@ -18,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 )
@@ -56,7 +53,7 @@ func Run(ctx context.Context, opts Options) (code int, stopped bool) {
 	if opts.Backoff.Duration == 0 {
 		opts.Backoff = DefaultBackoff()
 	}
-	c, pods, err := clients(opts.RESTConfig)
+	jobSets, pods, err := clients(opts.RESTConfig, opts.Config)
 	if err != nil {
 		logger.Error(err, "Cannot reach the apiserver")
 		return 1, false
@@ -78,7 +75,7 @@ func Run(ctx context.Context, opts Options) (code int, stopped bool) {
 
 	backoff := opts.Backoff
 	for {
-		err := watchOnce(runCtx, c, cfg, a)
+		err := watchOnce(runCtx, jobSets, a)
 		select {
 		case <-a.Exited():
 			return a.ExitCode(), false
@@ -106,21 +103,12 @@ func Run(ctx context.Context, opts Options) (code int, stopped bool) {
 	}
 }
 
-// clients are the agent's: a controller-runtime client for its JobSet and a clientset for its pod.
-func clients(cfg *rest.Config) (client.WithWatch, kubernetes.Interface, error) {
+// clients are the agent's: a reader of its JobSet and a clientset for its pod.
+func clients(cfg *rest.Config, c Config) (*jobSetReader, kubernetes.Interface, error) {
 	if cfg == nil {
 		return nil, nil, errors.New("no rest.Config")
 	}
-	scheme := runtime.NewScheme()
-	if err := jobsetv1alpha2.AddToScheme(scheme); err != nil {
-		return nil, nil, err
-	}
-	// The agent reads one kind, so it knows its REST mapping: the released agent's manager
-	// discovers it, which costs every agent process two discovery GETs and a mapper of every
-	// API group (200 KB), thousands of times over when a group restarts.
-	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{jobsetv1alpha2.GroupVersion})
-	mapper.Add(jobsetv1alpha2.GroupVersion.WithKind("JobSet"), meta.RESTScopeNamespace)
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	jobSets, err := newJobSetReader(cfg, c.Namespace, c.JobSetName)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,66 +119,51 @@ func clients(cfg *rest.Config) (client.WithWatch, kubernetes.Interface, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return c, pods, nil
+	return jobSets, pods, nil
 }
 
 // watchOnce lists the agent's JobSet (by name, in the apiserver), reconciles it, and watches it
 // from there until the watch ends, the agent decides to exit or ctx ends. Errors end it.
-func watchOnce(ctx context.Context, c client.WithWatch, cfg Config, a *Agent) error {
-	selector := []client.ListOption{client.InNamespace(cfg.Namespace), client.MatchingFields{"metadata.name": cfg.JobSetName}}
-	var list jobsetv1alpha2.JobSetList
-	if err := c.List(ctx, &list, selector...); err != nil {
-		return fmt.Errorf("listing JobSet %s/%s: %w", cfg.Namespace, cfg.JobSetName, err)
-	}
-	var current *jobsetv1alpha2.JobSet
-	if len(list.Items) > 0 {
-		current = &list.Items[0]
+func watchOnce(ctx context.Context, jobSets *jobSetReader, a *Agent) error {
+	current, resourceVersion, err := jobSets.list(ctx)
+	if err != nil {
+		return err
 	}
 	if err := a.Reconcile(ctx, current); err != nil {
 		return err
 	}
-	w, err := c.Watch(ctx, &jobsetv1alpha2.JobSetList{}, append(selector,
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true}})...)
-	if err != nil {
-		return fmt.Errorf("watching JobSet %s/%s: %w", cfg.Namespace, cfg.JobSetName, err)
-	}
-	defer w.Stop()
-	for {
+	exited := func() bool {
 		select {
-		case <-ctx.Done():
-			return nil
 		case <-a.Exited():
-			return nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				js, isJobSet := ev.Object.(*jobsetv1alpha2.JobSet)
-				if !isJobSet {
-					return fmt.Errorf("watch of JobSet %s/%s sent a %T", cfg.Namespace, cfg.JobSetName, ev.Object)
-				}
-				if err := a.Reconcile(ctx, js); err != nil {
-					return err
-				}
-			case watch.Deleted:
-				if err := a.Reconcile(ctx, nil); err != nil {
-					return err
-				}
-			case watch.Error:
-				return fmt.Errorf("watch of JobSet %s/%s: %v", cfg.Namespace, cfg.JobSetName, errorOf(ev.Object))
-			}
+			return true
+		default:
+			return false
 		}
 	}
-}
-
-func errorOf(obj runtime.Object) string {
-	if status, ok := obj.(*metav1.Status); ok {
-		return status.Message
+	if exited() {
+		return nil
 	}
-	if m, err := meta.Accessor(obj); err == nil {
-		return m.GetName()
-	}
-	return fmt.Sprintf("%T", obj)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // the agent's exit ends the watch at once, as the released agent's manager stops
+		select {
+		case <-a.Exited():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return jobSets.watch(ctx, resourceVersion, func(ev watchEvent) (bool, error) {
+		switch ev.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			var js *jobsetv1alpha2.JobSet // a deleted JobSet is not there: the agent waits
+			if ev.Type != watch.Deleted {
+				js = ev.JobSet
+			}
+			err := a.Reconcile(ctx, js)
+			return exited(), err
+		case watch.Error:
+			return true, fmt.Errorf("watch of JobSet %s/%s: %s", jobSets.namespace, jobSets.name, ev.Message)
+		}
+		return false, nil
+	})
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -30,6 +31,28 @@ type agentTracker struct {
 	// retryAfter sums the Retry-After seconds of the 429s: time spent waiting, not asking.
 	retryAfter time.Duration
 	failed     int // other error answers
+
+	// streams are the agents' open watch streams, which a herd measurement breaks.
+	streams map[*watchStream]*agentProcess
+	// herd is the last break of the streams, while agents are still coming back.
+	herd *herdMark
+}
+
+// agentProcess is one run of an agent's container.
+type agentProcess struct {
+	start time.Time
+	// watched: its first watch opened; broken: a herd measurement broke its watch, rewatched:
+	// it opened one again since.
+	watched, broken, rewatched bool
+}
+
+// herdMark is one break of every open watch and the agents' return.
+type herdMark struct {
+	at   time.Time
+	want int
+	// back holds, for each agent whose watch was broken, the time to its next open watch.
+	back []time.Duration
+	done chan struct{} // closed when every one is back
 }
 
 func newAgentTracker(jitter bool) *agentTracker {
@@ -37,23 +60,22 @@ func newAgentTracker(jitter bool) *agentTracker {
 	if !jitter {
 		backoff.Jitter = 0
 	}
-	return &agentTracker{inner: agent.Program(agent.ProgramOptions{Backoff: backoff})}
+	return &agentTracker{inner: agent.Program(agent.ProgramOptions{Backoff: backoff}), streams: map[*watchStream]*agentProcess{}}
 }
 
 // Run runs one agent process with its requests counted.
 func (t *agentTracker) Run(ctx context.Context, c *program.Container) int {
-	start := time.Now()
+	proc := &agentProcess{start: time.Now()}
 	t.mu.Lock()
-	t.started = append(t.started, start)
+	t.started = append(t.started, proc.start)
 	t.mu.Unlock()
 	counted := *c
 	counted.Config = rest.CopyConfig(c.Config)
-	var once sync.Once
 	counted.Config.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
 			if t.observe(req, resp, err) {
-				once.Do(func() { t.watchOpened(time.Since(start)) })
+				resp.Body = t.watchOpened(proc, resp.Body)
 			}
 			return resp, err
 		})
@@ -86,10 +108,70 @@ func (t *agentTracker) observe(req *http.Request, resp *http.Response, err error
 	return false
 }
 
-func (t *agentTracker) watchOpened(d time.Duration) {
+// watchOpened records a watch the process opened and returns its stream, breakable by a herd
+// measurement.
+func (t *agentTracker) watchOpened(proc *agentProcess, body io.ReadCloser) io.ReadCloser {
+	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.watched = append(t.watched, d)
+	if !proc.watched {
+		proc.watched = true
+		t.watched = append(t.watched, now.Sub(proc.start))
+	}
+	if h := t.herd; h != nil && proc.broken && !proc.rewatched {
+		proc.rewatched = true
+		h.back = append(h.back, now.Sub(h.at))
+		if len(h.back) == h.want {
+			close(h.done)
+		}
+	}
+	s := &watchStream{ReadCloser: body, tracker: t}
+	t.streams[s] = proc
+	return s
+}
+
+// watchStream is an agent's open watch.
+type watchStream struct {
+	io.ReadCloser
+	tracker *agentTracker
+}
+
+func (s *watchStream) Close() error {
+	s.tracker.mu.Lock()
+	delete(s.tracker.streams, s)
+	s.tracker.mu.Unlock()
+	return s.ReadCloser.Close()
+}
+
+// breakWatches closes every open watch stream at once, as a dropped connection or an apiserver
+// rollout does: each agent reads an error and, after its backoff, lists and watches again.
+func (t *agentTracker) breakWatches() *herdMark {
+	t.mu.Lock()
+	h := &herdMark{at: time.Now(), done: make(chan struct{})}
+	var broken []*watchStream
+	for s, proc := range t.streams {
+		if !proc.broken {
+			proc.broken = true
+			h.want++
+		}
+		broken = append(broken, s)
+	}
+	t.herd = h
+	if h.want == 0 {
+		close(h.done)
+	}
+	t.mu.Unlock()
+	for _, s := range broken {
+		_ = s.Close()
+	}
+	return h
+}
+
+// herdBack returns how long each agent took to watch again, so far.
+func (t *agentTracker) herdBack(h *herdMark) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(h.back)
 }
 
 // AgentStats is what the agents' processes met between two marks of a run.

@@ -149,6 +149,8 @@ type Restart struct {
 	CPU CPU `json:"cpu"`
 	// Agents is what the agent processes started during the restart met.
 	Agents *AgentStats `json:"agents,omitempty"`
+	// Herd is what followed when every agent's watch broke at once after the restart.
+	Herd *Herd `json:"herd,omitempty"`
 }
 
 // Memory is the peak resident memory of each process of the run, in bytes.

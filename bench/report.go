@@ -107,6 +107,26 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		row("agents' requests, 429s, Retry-After waits", func(m *Restart) string {
 			return agentCell(m, func(a *AgentStats) string { return fmt.Sprintf("%d, %d, %s", a.Requests, a.Throttled, a.RetryAfter) })
 		})
+		row("herd: every agent's watch broken at once → all back", func(m *Restart) string {
+			return herdCell(m, func(h *Herd) string {
+				return fmt.Sprintf("%d agents, %s", h.Agents, orDash(h.Back > 0, h.Back.String()))
+			})
+		})
+		row("herd: agent back p50/p90/max", func(m *Restart) string {
+			return herdCell(m, func(h *Herd) string { return fmt.Sprintf("%s/%s/%s", h.ToWatch.P50, h.ToWatch.P90, h.ToWatch.Max) })
+		})
+		row("herd: requests, 429s, Retry-After waits", func(m *Restart) string {
+			return herdCell(m, func(h *Herd) string { return fmt.Sprintf("%d, %d, %s", h.Requests, h.Throttled, h.RetryAfter) })
+		})
+		row("herd: APF queue wait (mean)", func(m *Restart) string {
+			return herdCell(m, func(h *Herd) string {
+				var parts []string
+				for _, level := range sortedKeys(h.QueueWait) {
+					parts = append(parts, level+" "+h.QueueWait[level].String())
+				}
+				return orDash(len(parts) > 0, strings.Join(parts, ", "))
+			})
+		})
 		tw.Flush()
 	}
 	if r.RecreateOverInPlace > 0 {
@@ -133,6 +153,13 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 			}
 			fmt.Fprintf(w, "  writes: %s\n", strings.Join(parts, ", "))
 		}
+		if m.Herd != nil && len(m.Herd.Rejected) > 0 {
+			var parts []string
+			for _, k := range sortedKeys(m.Herd.Rejected) {
+				parts = append(parts, fmt.Sprintf("%s %d", k, m.Herd.Rejected[k]))
+			}
+			fmt.Fprintf(w, "  herd's APF rejections: %s\n", strings.Join(parts, ", "))
+		}
 		if len(m.Rejected) > 0 {
 			var parts []string
 			for _, k := range sortedKeys(m.Rejected) {
@@ -156,6 +183,13 @@ func agentCell(m *Restart, f func(*AgentStats) string) string {
 		return "-"
 	}
 	return f(m.Agents)
+}
+
+func herdCell(m *Restart, f func(*Herd) string) string {
+	if m.Herd == nil {
+		return "-"
+	}
+	return f(m.Herd)
 }
 
 func durationCell(d *Duration) string {

@@ -109,6 +109,12 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	r.account(after.since(before), opts.Pods, bound)
 	r.Agents = tracker.since(agentsBefore, *opts.AgentJitter)
 
+	progress("%s: breaking every agent's watch at once", strategy)
+	if r.Herd, err = measureHerd(ctx, cluster, tracker, *opts.AgentJitter, opts.Timeout); err != nil {
+		return r, err
+	}
+	progress("%s: all %d agents watch again %s after the break (%d 429s)", strategy, r.Herd.Agents, r.Herd.Back, r.Herd.Throttled)
+
 	progress("%s: deleting the JobSet and waiting for its pods to go", strategy)
 	if err := cleanUp(ctx, cluster, ns, pods, opts.Timeout); err != nil {
 		return r, err

@@ -54,6 +54,10 @@ func TestReportOfASmallRun(t *testing.T) {
 			if r.Agents == nil || r.Agents.Processes != 8 || r.Agents.Jitter || r.Agents.Failed != 0 {
 				t.Errorf("agents: %+v", r.Agents)
 			}
+			// Every agent watched again after its watch broke, having listed first.
+			if h := r.Herd; h == nil || h.Agents != 8 || h.Back <= 0 || h.Requests < 16 || h.Jitter {
+				t.Errorf("herd: %+v", r.Herd)
+			}
 			reached := map[string]bool{}
 			for _, m := range r.Milestones {
 				reached[m.Stage] = m.All != nil

@@ -1,0 +1,156 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+)
+
+// jobSetReader reads the agent's one JobSet as the released agent's cache does: a LIST filtered
+// by name in the apiserver, then a WATCH from the list's resourceVersion. Every agent of a group
+// receives every change of its JobSet — thousands of agents, hundreds of changes in one group
+// restart — so each object is decoded into the few fields the agent acts on (observedJobSet),
+// never into the whole JobSet with its pod templates and managed fields.
+type jobSetReader struct {
+	client          rest.Interface
+	namespace, name string
+}
+
+func newJobSetReader(cfg *rest.Config, namespace, name string) (*jobSetReader, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.APIPath = "/apis"
+	cfg.GroupVersion = &jobsetv1alpha2.GroupVersion
+	cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON // a CRD speaks JSON
+	// The serializer only reads the apiserver's error Statuses; objects are decoded below.
+	statuses := runtime.NewScheme()
+	metav1.AddToGroupVersion(statuses, jobsetv1alpha2.GroupVersion)
+	cfg.NegotiatedSerializer = serializer.NewCodecFactory(statuses).WithoutConversion()
+	c, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &jobSetReader{client: c, namespace: namespace, name: name}, nil
+}
+
+// observedJobSet is what the agent reads of its JobSet (reference §2.2: the disable annotation,
+// the failure policy's restart strategy, the two in-place attempts).
+type observedJobSet struct {
+	Metadata struct {
+		Name            string            `json:"name"`
+		Namespace       string            `json:"namespace"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Annotations     map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	Spec struct {
+		FailurePolicy *struct {
+			RestartStrategy jobsetv1alpha2.JobSetRestartStrategy `json:"restartStrategy"`
+		} `json:"failurePolicy"`
+	} `json:"spec"`
+	Status struct {
+		CurrentInPlaceRestartAttempt  *int32 `json:"currentInPlaceRestartAttempt"`
+		PreviousInPlaceRestartAttempt *int32 `json:"previousInPlaceRestartAttempt"`
+	} `json:"status"`
+}
+
+// jobSet is the observation as the JobSet the agent reconciles, holding only those fields.
+func (o *observedJobSet) jobSet() *jobsetv1alpha2.JobSet {
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: o.Metadata.Name, Namespace: o.Metadata.Namespace,
+		ResourceVersion: o.Metadata.ResourceVersion, Annotations: o.Metadata.Annotations}}
+	if fp := o.Spec.FailurePolicy; fp != nil {
+		js.Spec.FailurePolicy = &jobsetv1alpha2.FailurePolicy{RestartStrategy: fp.RestartStrategy}
+	}
+	js.Status.CurrentInPlaceRestartAttempt = o.Status.CurrentInPlaceRestartAttempt
+	js.Status.PreviousInPlaceRestartAttempt = o.Status.PreviousInPlaceRestartAttempt
+	return js
+}
+
+func (r *jobSetReader) request() *rest.Request {
+	return r.client.Get().Namespace(r.namespace).Resource("jobsets").
+		Param("fieldSelector", fields.OneTermEqualSelector("metadata.name", r.name).String())
+}
+
+// list returns the JobSet, nil if it does not exist, and the list's resourceVersion.
+func (r *jobSetReader) list(ctx context.Context) (*jobsetv1alpha2.JobSet, string, error) {
+	result := r.request().Do(ctx)
+	if err := result.Error(); err != nil { // the apiserver's Status, as a typed client reports it
+		return nil, "", fmt.Errorf("listing JobSet %s/%s: %w", r.namespace, r.name, err)
+	}
+	raw, _ := result.Raw()
+	var list struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+		Items []observedJobSet `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, "", fmt.Errorf("listing JobSet %s/%s: %w", r.namespace, r.name, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, list.Metadata.ResourceVersion, nil
+	}
+	return list.Items[0].jobSet(), list.Metadata.ResourceVersion, nil
+}
+
+// watchEvent is one event of the watch: the JobSet (nil for a bookmark), or the apiserver's
+// message for an error.
+type watchEvent struct {
+	Type    watch.EventType
+	JobSet  *jobsetv1alpha2.JobSet
+	Message string
+}
+
+// watch watches the JobSet from resourceVersion and calls f for each event until the watch ends
+// (nil), ctx ends (nil), the stream fails or f returns an error.
+func (r *jobSetReader) watch(ctx context.Context, resourceVersion string, f func(watchEvent) (stop bool, err error)) error {
+	stream, err := r.request().Param("watch", "true").Param("resourceVersion", resourceVersion).
+		Param("allowWatchBookmarks", "true").Stream(ctx)
+	if err != nil {
+		return fmt.Errorf("watching JobSet %s/%s: %w", r.namespace, r.name, err)
+	}
+	defer stream.Close()
+	dec := json.NewDecoder(stream)
+	for {
+		var e struct {
+			Type   watch.EventType `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		switch err := dec.Decode(&e); {
+		case errors.Is(err, io.EOF), ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return fmt.Errorf("watch of JobSet %s/%s: %w", r.namespace, r.name, err)
+		}
+		ev := watchEvent{Type: e.Type}
+		switch e.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			var o observedJobSet
+			if err := json.Unmarshal(e.Object, &o); err != nil {
+				return fmt.Errorf("watch of JobSet %s/%s: %w", r.namespace, r.name, err)
+			}
+			ev.JobSet = o.jobSet()
+		case watch.Error:
+			var status metav1.Status
+			if err := json.Unmarshal(e.Object, &status); err != nil {
+				return fmt.Errorf("watch of JobSet %s/%s: an error event that is not a Status: %w", r.namespace, r.name, err)
+			}
+			ev.Message = status.Message
+		case watch.Bookmark:
+		default:
+			return fmt.Errorf("watch of JobSet %s/%s: unknown event type %q", r.namespace, r.name, e.Type)
+		}
+		if stop, err := f(ev); stop || err != nil {
+			return err
+		}
+	}
+}
