@@ -6,8 +6,8 @@
 // in place (RestartAllContainers) or the worker container (Restart).
 //
 // The same code runs as the binary cmd/agent and as the fake kubelet's builtin program "agent".
-// It talks only to the apiserver, as its pod's service account: one watch on its own JobSet and
-// server-side-apply patches of its own pod. Unlike upstream's agent, it backs off with jitter when
+// It talks only to the apiserver, as its pod's service account: one list and one watch of its own
+// JobSet, decoded into the few fields it acts on, and server-side-apply patches of its own pod. Unlike upstream's agent, it backs off with jitter when
 // it (re)establishes its watch or a write fails, so thousands of agents restarting together do not
 // stampede the apiserver.
 package agent

@@ -147,6 +147,10 @@ type Restart struct {
 	// CPU is what each process used from the exit to every worker running again: on a machine
 	// whose cores are all busy, the restart waits for CPU rather than for the apiserver's writes.
 	CPU CPU `json:"cpu"`
+	// WritesCPU is the kube-apiserver CPU the restart's writes cost at the bound's CPU per write:
+	// CPU.APIServer less this is what the restart cost the apiserver besides its writes (watch
+	// events to every watcher, the agents' lists).
+	WritesCPU Duration `json:"writesCPUSeconds"`
 	// Agents is what the agent processes started during the restart met.
 	Agents *AgentStats `json:"agents,omitempty"`
 	// Herd is what followed when every agent's watch broke at once after the restart.
@@ -241,8 +245,13 @@ func run(ctx context.Context, cluster *envtest.Cluster, opts Options, tracker *a
 	}
 	boundPods := min(max(opts.Pods, 1000), 5000)
 	progress("measuring the write bound: %d pod creates, then %d status patches, %d at a time", boundPods, boundPods, fakekubelet.StatusWorkers)
+	cpuBefore := procs.cpu()
 	rep.Bound, err = measureBound(ctx, cluster.Clientset, boundNS, boundPods, fakekubelet.StatusWorkers)
 	if err != nil {
+		return err
+	}
+	rep.Bound.CPU = procs.since(cpuBefore)
+	if err := deleteBoundPods(ctx, cluster.Clientset, boundNS); err != nil {
 		return err
 	}
 	progress("write bound: %.0f creates/s, %.0f status patches/s", rep.Bound.CreatesPerSecond, rep.Bound.PatchesPerSecond)

@@ -103,7 +103,8 @@ func TestAccountFromMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Restart{Restart: Duration(3 * time.Second)}
-	r.account(after.since(before), 100, Bound{CreatesPerSecond: 100, PatchesPerSecond: 200})
+	// The bound's 100 creates and 100 patches cost the apiserver 2 s: 10 ms a write.
+	r.account(after.since(before), 100, Bound{Pods: 100, CreatesPerSecond: 100, PatchesPerSecond: 200, CPU: CPU{APIServer: Duration(2 * time.Second)}})
 
 	want := &Restart{
 		Restart: Duration(3 * time.Second),
@@ -116,6 +117,7 @@ func TestAccountFromMetrics(t *testing.T) {
 		// 100 creates at 100/s, 409 other writes at 200/s.
 		AtBound:   Duration(time.Second + 2045*time.Millisecond),
 		OverBound: 3 / 3.045,
+		WritesCPU: Duration(5090 * time.Millisecond),
 		Throttled: map[string]int64{"APPLY pods": 7},
 		Rejected:  map[string]int64{"workload-low (queue-full)": 7},
 		QueueWait: map[string]Duration{"workload-low": Duration(200 * time.Millisecond)},

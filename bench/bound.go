@@ -26,6 +26,9 @@ type Bound struct {
 	// CreatesPerSecond and PatchesPerSecond are the rates sustained.
 	CreatesPerSecond float64 `json:"createsPerSecond"`
 	PatchesPerSecond float64 `json:"patchesPerSecond"`
+	// CPU is what each process used while the bound's creates and patches ran: what 2×Pods
+	// writes cost with nothing else to do.
+	CPU CPU `json:"cpu"`
 }
 
 // unscheduled is the scheduler name of the bound's pods: restartbed's binder leaves them alone,
@@ -33,7 +36,7 @@ type Bound struct {
 const unscheduled = "restartbed-bench-unscheduled"
 
 // measureBound creates pods copies of the benchmark's worker pod in namespace, patches each one's
-// status to Running as a kubelet's first status write does, and deletes them.
+// status to Running as a kubelet's first status write does; deleteBoundPods removes them.
 func measureBound(ctx context.Context, cs kubernetes.Interface, namespace string, pods, concurrency int) (Bound, error) {
 	b := Bound{Concurrency: concurrency, Pods: pods}
 	template := benchJobSet(namespace, 1, 1, InPlace).Spec.ReplicatedJobs[0].Template.Spec.Template
@@ -79,13 +82,17 @@ func measureBound(ctx context.Context, cs kubernetes.Interface, namespace string
 		return b, err
 	}
 	b.PatchesPerSecond = float64(pods) / time.Since(start).Seconds()
+	return b, nil
+}
 
-	// Unbound pods go at once; one request removes them all.
+// deleteBoundPods removes the bound's pods from namespace. Unbound pods go at once; one request
+// removes them all.
+func deleteBoundPods(ctx context.Context, cs kubernetes.Interface, namespace string) error {
 	err := cs.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 	if err != nil {
-		return b, fmt.Errorf("deleting the write bound's pods: %w", err)
+		return fmt.Errorf("deleting the write bound's pods: %w", err)
 	}
-	return b, nil
+	return nil
 }
 
 // runningPatch is the strategic merge patch a kubelet sends when a pod's containers have started:

@@ -112,26 +112,19 @@ func labels(m *dto.Metric) map[string]string {
 
 // since returns what was counted between before and c.
 func (c *apiCounts) since(before *apiCounts) *apiCounts {
-	diff := func(now, then map[requestKey]float64) map[requestKey]float64 {
-		d := map[requestKey]float64{}
-		for k, v := range now {
-			if v -= then[k]; v > 0 {
-				d[k] = v
-			}
+	return &apiCounts{requests: increase(c.requests, before.requests), throttled: increase(c.throttled, before.throttled),
+		rejected: increase(c.rejected, before.rejected), waitSeconds: increase(c.waitSeconds, before.waitSeconds), waited: increase(c.waited, before.waited)}
+}
+
+// increase returns the counters that grew from then to now, by how much.
+func increase[K comparable](now, then map[K]float64) map[K]float64 {
+	d := map[K]float64{}
+	for k, v := range now {
+		if v -= then[k]; v > 0 {
+			d[k] = v
 		}
-		return d
 	}
-	diffS := func(now, then map[string]float64) map[string]float64 {
-		d := map[string]float64{}
-		for k, v := range now {
-			if v -= then[k]; v > 0 {
-				d[k] = v
-			}
-		}
-		return d
-	}
-	return &apiCounts{requests: diff(c.requests, before.requests), throttled: diff(c.throttled, before.throttled),
-		rejected: diffS(c.rejected, before.rejected), waitSeconds: diffS(c.waitSeconds, before.waitSeconds), waited: diffS(c.waited, before.waited)}
+	return d
 }
 
 // writes returns the write requests counted, without the nodes' heartbeats, by kind.

@@ -59,6 +59,10 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 	fmt.Fprintf(tw, "write bound (%d in flight)\t%s creates/s, %s status patches/s\n", r.Bound.Concurrency,
 		was(fmt.Sprintf("%.0f", r.Bound.CreatesPerSecond), pick(func(p *Report) string { return fmt.Sprintf("%.0f", p.Bound.CreatesPerSecond) })),
 		was(fmt.Sprintf("%.0f", r.Bound.PatchesPerSecond), pick(func(p *Report) string { return fmt.Sprintf("%.0f", p.Bound.PatchesPerSecond) })))
+	if c := r.Bound.CPU; c.Available > 0 {
+		fmt.Fprintf(tw, "CPU while bound: restartbed, apiserver, etcd / available\t%.0fs, %.0fs, %.0fs / %.0fs\n",
+			c.Restartbed.Seconds(), c.APIServer.Seconds(), c.Etcd.Seconds(), c.Available.Seconds())
+	}
 	tw.Flush()
 
 	if len(r.Restarts) > 0 {
@@ -92,6 +96,9 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		row("CPU: restartbed, apiserver, etcd / available", func(m *Restart) string {
 			return orDash(m.CPU.Available > 0, fmt.Sprintf("%.0fs, %.0fs, %.0fs / %.0fs", m.CPU.Restartbed.Seconds(), m.CPU.APIServer.Seconds(),
 				m.CPU.Etcd.Seconds(), m.CPU.Available.Seconds()))
+		})
+		row("apiserver CPU: the writes at the bound's cost / in all", func(m *Restart) string {
+			return orDash(m.WritesCPU > 0, fmt.Sprintf("%.0fs / %.0fs", m.WritesCPU.Seconds(), m.CPU.APIServer.Seconds()))
 		})
 		row("pods replaced", func(m *Restart) string { return fmt.Sprint(m.Replaced) })
 		row("heartbeat writes meanwhile", func(m *Restart) string { return fmt.Sprint(m.Heartbeats) })

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
@@ -142,6 +143,10 @@ func (r *Restart) account(d *apiCounts, pods int, bound Bound) {
 	if r.AtBound > 0 {
 		r.OverBound = r.Restart.Seconds() / r.AtBound.Seconds()
 	}
+	if bound.Pods > 0 {
+		perWrite := float64(bound.CPU.APIServer) / float64(2*bound.Pods)
+		r.WritesCPU = Duration(perWrite * float64(r.WritesTotal))
+	}
 	if t := d.throttledBy(); len(t) > 0 {
 		r.Throttled = t
 	}
@@ -172,7 +177,8 @@ func watchBench(cluster *envtest.Cluster, ns string, obs *observer, stop <-chan 
 	if err != nil {
 		return nil, nil, err
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(podClient, 0, informers.WithNamespace(ns))
+	factory := informers.NewSharedInformerFactoryWithOptions(podClient, 0, informers.WithNamespace(ns),
+		informers.WithTransform(crcache.TransformStripManagedFields()))
 	podInformer := factory.Core().V1().Pods().Informer()
 	if _, err := podInformer.AddEventHandler(obs.podHandler()); err != nil {
 		return nil, nil, err

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	kubefeatures "k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
@@ -119,7 +120,9 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 		return err
 	}
 
-	factory := informers.NewSharedInformerFactory(k.client, 0)
+	// The kubelet reads pods' spec and status, never who wrote which field: managed fields would be
+	// most of the cache's memory at thousands of pods.
+	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0, informers.WithTransform(crcache.TransformStripManagedFields()))
 	k.events = newEvents(ctx, k.client, func(name string) bool {
 		n := k.nodeNamed(name)
 		return n != nil && n.partitioned()

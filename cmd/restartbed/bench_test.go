@@ -10,16 +10,9 @@ import (
 )
 
 // Bad flags and an unreadable --compare exit 2 with what is wrong, before any control plane
-// starts: the binaries KUBEBUILDER_ASSETS names leave a mark when they run.
+// starts.
 func TestBenchRefusesBadFlags(t *testing.T) {
-	assets := t.TempDir()
-	mark := filepath.Join(t.TempDir(), "started")
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
-		if err := os.WriteFile(filepath.Join(assets, bin), []byte("#!/bin/sh\ntouch "+mark+"\nexit 1\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Setenv("KUBEBUILDER_ASSETS", assets)
+	mark := markingControlPlane(t)
 	notReport := filepath.Join(t.TempDir(), "scenario.json")
 	if err := os.WriteFile(notReport, []byte(`{"kind": "Scenario"}`), 0o644); err != nil {
 		t.Fatal(err)

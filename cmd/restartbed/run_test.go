@@ -10,9 +10,11 @@ import (
 	"testing"
 )
 
-// A malformed scenario exits 2 with FILE:LINE and starts nothing: the control-plane binaries
-// named by KUBEBUILDER_ASSETS are scripts that leave a mark when they run.
-func TestRunRefusesMalformedScenarios(t *testing.T) {
+// markingControlPlane points KUBEBUILDER_ASSETS at a kube-apiserver and an etcd that only leave
+// a mark when they run, and returns the mark's path: a test that must start nothing checks that
+// the mark does not exist.
+func markingControlPlane(t *testing.T) string {
+	t.Helper()
 	assets := t.TempDir()
 	mark := filepath.Join(t.TempDir(), "started")
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
@@ -22,6 +24,12 @@ func TestRunRefusesMalformedScenarios(t *testing.T) {
 		}
 	}
 	t.Setenv("KUBEBUILDER_ASSETS", assets)
+	return mark
+}
+
+// A malformed scenario exits 2 with FILE:LINE and starts nothing.
+func TestRunRefusesMalformedScenarios(t *testing.T) {
+	mark := markingControlPlane(t)
 	head := "apiVersion: restartbed.dev/v1alpha1\nkind: Scenario\nmetadata: {name: bad}\nspec:\n"
 	for _, tc := range []struct{ name, body, want string }{
 		{"unknown field", "  stpes: []\n", "s.yaml:5: spec.stpes: unknown field"},

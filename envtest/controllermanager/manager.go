@@ -22,6 +22,7 @@ import (
 	"k8s.io/kubernetes/pkg/controller/nodelifecycle"
 	"k8s.io/kubernetes/pkg/controller/tainteviction"
 	"k8s.io/utils/clock"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/restartbed/restartbed/podgc"
 	"github.com/restartbed/restartbed/timing"
@@ -137,7 +138,10 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("informer client: %w", err)
 	}
-	factory := informers.NewSharedInformerFactory(informerClient, 0)
+	// kube-controller-manager strips managed fields from its informers' objects: no controller
+	// reads them, and they are much of a cache's memory.
+	trim := crcache.TransformStripManagedFields()
+	factory := informers.NewSharedInformerFactoryWithOptions(informerClient, 0, informers.WithTransform(trim))
 	jobClient, err := clientFor("job-controller")
 	if err != nil {
 		return fmt.Errorf("job controller client: %w", err)
@@ -157,7 +161,7 @@ func (m *Manager) start(startCtx, ctx context.Context) error {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(gcClient.Discovery()))
 	mapper.Reset()
-	metadataInformers := metadatainformer.NewSharedInformerFactory(metadataClient, 0)
+	metadataInformers := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, 0, metadatainformer.WithTransform(trim))
 	informersStarted := make(chan struct{})
 	gc, err := garbagecollector.NewGarbageCollector(ctx, gcClient, metadataClient, mapper,
 		garbagecollector.DefaultIgnoredResources(),
