@@ -54,8 +54,18 @@ func TestOptionsDefaults(t *testing.T) {
 	if diff := cmp.Diff([]Strategy{InPlace, Recreate}, opts.Strategies); diff != "" {
 		t.Errorf("strategies (-want +got):\n%s", diff)
 	}
-	if opts.PodsPerJob != DefaultPodsPerJob || !*opts.AgentJitter || opts.Timing.Name != "realistic" || opts.Timeout != 10*time.Minute {
+	if opts.PodsPerJob != DefaultPodsPerJob || !*opts.AgentJitter || opts.Timing.Name != "realistic" || opts.Timeout != 10*time.Minute ||
+		*opts.HeartbeatBudget != DefaultHeartbeatBudget {
 		t.Errorf("defaults: podsPerJob %d, jitter %v, timing %s, timeout %s", opts.PodsPerJob, *opts.AgentJitter, opts.Timing.Name, opts.Timeout)
+	}
+}
+
+// The default timeout leaves a 5000-pod recreation, which took ten minutes, room to finish.
+func TestDefaultTimeout(t *testing.T) {
+	for pods, want := range map[int]time.Duration{1: 10 * time.Minute, 2400: 10 * time.Minute, 5000: 1250 * time.Second} {
+		if got := DefaultTimeout(pods); got != want {
+			t.Errorf("DefaultTimeout(%d) = %s, want %s", pods, got, want)
+		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -22,14 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
-	agentconfig "github.com/restartbed/restartbed/config/agent"
 	"github.com/restartbed/restartbed/envtest"
 )
-
-// agentRBAC is the agent's service account, Role and binding for namespace.
-func agentRBAC(namespace string) ([]*unstructured.Unstructured, error) {
-	return agentconfig.RBAC(namespace)
-}
 
 // settle bounds the wait for a restart's trailing writes (conditions, the JobSet's status)
 // after the last worker runs again; quiet is how long the writes must pause to count as done.

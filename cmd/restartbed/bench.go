@@ -47,11 +47,15 @@ func newBenchCommand() *cobra.Command {
             worker, with restartStrategy InPlaceRestart; makes one worker exit and times the
             group restart until every worker runs again
   recreate  the same JobSet with restartStrategy Recreate: every Job deleted and created anew
+  herd      after each restart, every agent's watch broken at once (an apiserver rollout): the
+            time until all agents watch again, their 429s and Retry-After waits, with the
+            agents' backoff jittered or not (--agent-jitter)
 
 For each restart it reports where the time went (milestones from the exit), the API writes per
-pod as the apiserver counted them, the time those writes need at the measured bound, the 429s
+pod as the apiserver counted them, the time those writes need at the measured bound, the CPU
+restartbed, kube-apiserver and etcd used (on a small machine the restart waits for CPU), the 429s
 API Priority and Fairness answered and what the agents lost to them; then the ratio of the
-recreate restart to the in-place one and the peak memory of restartbed, kube-apiserver and etcd.
+recreate restart to the in-place one and the peak memory of the three processes.
 
 Every node renews its Lease as the timing profile says, unless all of them together would renew
 more than --heartbeats-per-second times a second (5000 nodes in realistic timing: 500, this
@@ -89,7 +93,7 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 		fmt.Sprintf("timing profile: %s (realistic's heartbeats load the apiserver as a real cluster's nodes do)", strings.Join(timing.Names(), " or ")))
 	cmd.Flags().Float64Var(&f.heartbeats, "heartbeats-per-second", bench.DefaultHeartbeatBudget,
 		"most Lease renewals a second all nodes may make; past it every node's heartbeat interval, lease and grace are stretched alike (0: the timing profile's own)")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "bound of each wait: the workers starting, the group restart, the clean-up")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "bound of each wait: the workers starting, the group restart, the clean-up (0: 10m, or 250ms a pod if longer)")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of restartbed's process (pprof) to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write a heap profile of restartbed's process (pprof) to this file when every worker runs again after the first restart")
 	return cmd
