@@ -146,6 +146,10 @@ type Restart struct {
 	// other write at the patch rate); OverBound is Restart over AtBound.
 	AtBound   Duration `json:"atBoundSeconds"`
 	OverBound float64  `json:"overBound"`
+	// WatchEvents and WatchBytes are the watch events the apiserver sent during the restart, one
+	// per watcher, and their bytes, by resource (apiserver_watch_events_total and _sizes).
+	WatchEvents map[string]int64 `json:"watchEvents,omitempty"`
+	WatchBytes  map[string]int64 `json:"watchBytes,omitempty"`
 	// Throttled are the requests API Priority and Fairness answered 429, by verb and resource;
 	// Rejected the same by priority level and reason.
 	Throttled map[string]int64 `json:"throttled,omitempty"`

@@ -83,6 +83,12 @@ apiserver_flowcontrol_rejected_requests_total{flow_schema="service-accounts",pri
 apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute="true",flow_schema="service-accounts",priority_level="workload-low",le="+Inf"} 4
 apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="service-accounts",priority_level="workload-low"} 0.4
 apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="service-accounts",priority_level="workload-low"} 4
+# TYPE apiserver_watch_events_total counter
+apiserver_watch_events_total{group="jobset.x-k8s.io",resource="jobsets",version="v1alpha2"} 1000
+# TYPE apiserver_watch_events_sizes histogram
+apiserver_watch_events_sizes_bucket{group="jobset.x-k8s.io",resource="jobsets",version="v1alpha2",le="+Inf"} 1000
+apiserver_watch_events_sizes_sum{group="jobset.x-k8s.io",resource="jobsets",version="v1alpha2"} 3.5e+06
+apiserver_watch_events_sizes_count{group="jobset.x-k8s.io",resource="jobsets",version="v1alpha2"} 1000
 `
 
 const metricsAfter = `
@@ -101,6 +107,13 @@ apiserver_flowcontrol_rejected_requests_total{flow_schema="service-accounts",pri
 apiserver_flowcontrol_request_wait_duration_seconds_bucket{execute="true",flow_schema="service-accounts",priority_level="workload-low",le="+Inf"} 14
 apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="service-accounts",priority_level="workload-low"} 2.4
 apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="service-accounts",priority_level="workload-low"} 14
+# TYPE apiserver_watch_events_total counter
+apiserver_watch_events_total{group="jobset.x-k8s.io",resource="jobsets",version="v1alpha2"} 201000
+apiserver_watch_events_total{group="",resource="pods",version="v1"} 500
+# TYPE apiserver_watch_events_sizes histogram
+apiserver_watch_events_sizes_bucket{group="jobset.x-k8s.io",resource="jobsets",version="v1alpha2",le="+Inf"} 201000
+apiserver_watch_events_sizes_sum{group="jobset.x-k8s.io",resource="jobsets",version="v1alpha2"} 7.035e+08
+apiserver_watch_events_sizes_count{group="jobset.x-k8s.io",resource="jobsets",version="v1alpha2"} 201000
 `
 
 func TestAccountFromMetrics(t *testing.T) {
@@ -128,9 +141,12 @@ func TestAccountFromMetrics(t *testing.T) {
 		AtBound:   Duration(time.Second + 2045*time.Millisecond),
 		OverBound: 3 / 3.045,
 		WritesCPU: Duration(5090 * time.Millisecond),
-		Throttled: map[string]int64{"APPLY pods": 7},
-		Rejected:  map[string]int64{"workload-low (queue-full)": 7},
-		QueueWait: map[string]Duration{"workload-low": Duration(200 * time.Millisecond)},
+		// Events sent to every watcher: 200 000 JobSet events of 3.5 KB, and the pods'.
+		WatchEvents: map[string]int64{"jobsets": 200000, "pods": 500},
+		WatchBytes:  map[string]int64{"jobsets": 700000000},
+		Throttled:   map[string]int64{"APPLY pods": 7},
+		Rejected:    map[string]int64{"workload-low (queue-full)": 7},
+		QueueWait:   map[string]Duration{"workload-low": Duration(200 * time.Millisecond)},
 	}
 	if diff := cmp.Diff(want, r, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }),
 		cmp.Comparer(func(a, b Duration) bool {

@@ -20,6 +20,9 @@ const (
 	metricRequests = "apiserver_request_total"
 	metricRejected = "apiserver_flowcontrol_rejected_requests_total"
 	metricWait     = "apiserver_flowcontrol_request_wait_duration_seconds"
+	// The watch events the apiserver sent, each to one watcher, and their sizes, by resource.
+	metricWatchEvents = "apiserver_watch_events_total"
+	metricWatchSizes  = "apiserver_watch_events_sizes"
 )
 
 // writeVerbs are the request verbs that change state, as reports name them.
@@ -48,6 +51,8 @@ type apiCounts struct {
 	rejected map[string]float64
 	// waitSeconds and waited sum the time requests spent queued in APF, by priority level.
 	waitSeconds, waited map[string]float64
+	// watchEvents and watchBytes count the watch events sent, by resource.
+	watchEvents, watchBytes map[string]float64
 }
 
 // readCounts scrapes the apiserver's /metrics.
@@ -67,7 +72,8 @@ func parseCounts(r io.Reader) (*apiCounts, error) {
 		return nil, fmt.Errorf("parsing the apiserver's metrics: %w", err)
 	}
 	c := &apiCounts{requests: map[requestKey]float64{}, throttled: map[requestKey]float64{},
-		rejected: map[string]float64{}, waitSeconds: map[string]float64{}, waited: map[string]float64{}}
+		rejected: map[string]float64{}, waitSeconds: map[string]float64{}, waited: map[string]float64{},
+		watchEvents: map[string]float64{}, watchBytes: map[string]float64{}}
 	if f := families[metricRequests]; f != nil {
 		for _, m := range f.GetMetric() {
 			l := labels(m)
@@ -99,6 +105,16 @@ func parseCounts(r io.Reader) (*apiCounts, error) {
 			c.waited[l["priority_level"]] += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
+	if f := families[metricWatchEvents]; f != nil {
+		for _, m := range f.GetMetric() {
+			c.watchEvents[labels(m)["resource"]] += m.GetCounter().GetValue()
+		}
+	}
+	if f := families[metricWatchSizes]; f != nil {
+		for _, m := range f.GetMetric() {
+			c.watchBytes[labels(m)["resource"]] += m.GetHistogram().GetSampleSum()
+		}
+	}
 	return c, nil
 }
 
@@ -113,7 +129,20 @@ func labels(m *dto.Metric) map[string]string {
 // since returns what was counted between before and c.
 func (c *apiCounts) since(before *apiCounts) *apiCounts {
 	return &apiCounts{requests: increase(c.requests, before.requests), throttled: increase(c.throttled, before.throttled),
-		rejected: increase(c.rejected, before.rejected), waitSeconds: increase(c.waitSeconds, before.waitSeconds), waited: increase(c.waited, before.waited)}
+		rejected: increase(c.rejected, before.rejected), waitSeconds: increase(c.waitSeconds, before.waitSeconds), waited: increase(c.waited, before.waited),
+		watchEvents: increase(c.watchEvents, before.watchEvents), watchBytes: increase(c.watchBytes, before.watchBytes)}
+}
+
+// whole rounds counters for a report; nil if there are none.
+func whole(m map[string]float64) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	w := make(map[string]int64, len(m))
+	for k, v := range m {
+		w[k] = int64(v)
+	}
+	return w
 }
 
 // increase returns the counters that grew from then to now, by how much.

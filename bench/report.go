@@ -160,6 +160,13 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 			}
 			fmt.Fprintf(w, "  writes: %s\n", strings.Join(parts, ", "))
 		}
+		if len(m.WatchEvents) > 0 {
+			var parts []string
+			for _, res := range sortedByCount(m.WatchEvents) {
+				parts = append(parts, fmt.Sprintf("%s %d (%s)", res, m.WatchEvents[res], byteSize(m.WatchBytes[res])))
+			}
+			fmt.Fprintf(w, "  watch events sent: %s\n", strings.Join(parts, ", "))
+		}
 		if m.Herd != nil && len(m.Herd.Rejected) > 0 {
 			var parts []string
 			for _, k := range sortedKeys(m.Herd.Rejected) {

@@ -140,6 +140,7 @@ func (r *Restart) account(d *apiCounts, pods int, bound Bound) {
 		perWrite := float64(bound.CPU.APIServer) / float64(2*bound.Pods)
 		r.WritesCPU = Duration(perWrite * float64(r.WritesTotal))
 	}
+	r.WatchEvents, r.WatchBytes = whole(d.watchEvents), whole(d.watchBytes)
 	if t := d.throttledBy(); len(t) > 0 {
 		r.Throttled = t
 	}
