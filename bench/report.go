@@ -162,10 +162,11 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		}
 		if len(m.WatchEvents) > 0 {
 			var parts []string
-			for _, res := range sortedByCount(m.WatchEvents) {
+			top := sortedByCount(m.WatchEvents)
+			for _, res := range top[:min(len(top), 4)] { // the rest are a few bookmarks each; -o json has them all
 				parts = append(parts, fmt.Sprintf("%s %d (%s)", res, m.WatchEvents[res], byteSize(m.WatchBytes[res])))
 			}
-			fmt.Fprintf(w, "  watch events sent: %s\n", strings.Join(parts, ", "))
+			fmt.Fprintf(w, "  watch events sent (most first): %s\n", strings.Join(parts, ", "))
 		}
 		if m.Herd != nil && len(m.Herd.Rejected) > 0 {
 			var parts []string
