@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,9 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/restartbed/restartbed/fakekubelet/status"
 )
 
 // Bound is the control plane's write throughput measured in the run: pods created, then each
@@ -99,28 +99,21 @@ func deleteBoundPods(ctx context.Context, cs kubernetes.Interface, namespace str
 // phase, conditions, addresses and a status for each container, with the pod's UID as a guard.
 func runningPatch(uid types.UID, spec *corev1.PodSpec) ([]byte, error) {
 	now := metav1.Now()
-	status := corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.1", PodIP: "10.1.0.1", StartTime: &now,
+	st := corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.1", PodIP: "10.1.0.1", StartTime: &now,
 		HostIPs: []corev1.HostIP{{IP: "10.0.0.1"}}, PodIPs: []corev1.PodIP{{IP: "10.1.0.1"}}, QOSClass: corev1.PodQOSBestEffort}
 	for _, t := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
-		status.Conditions = append(status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
 	}
 	running := func(c corev1.Container) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: "docker-pullable://" + c.Image, ContainerID: "restartbed://" + string(uid) + "-" + c.Name,
 			Ready: true, Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}
 	}
 	for _, c := range spec.InitContainers {
-		status.InitContainerStatuses = append(status.InitContainerStatuses, running(c))
+		st.InitContainerStatuses = append(st.InitContainerStatuses, running(c))
 	}
 	for _, c := range spec.Containers {
-		status.ContainerStatuses = append(status.ContainerStatuses, running(c))
+		st.ContainerStatuses = append(st.ContainerStatuses, running(c))
 	}
-	before, err := json.Marshal(corev1.Pod{})
-	if err != nil {
-		return nil, err
-	}
-	after, err := json.Marshal(corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: status})
-	if err != nil {
-		return nil, err
-	}
-	return strategicpatch.CreateTwoWayMergePatch(before, after, corev1.Pod{})
+	patch, _, err := status.Patch(uid, corev1.PodStatus{}, st) // the kubelet's own patch, from an empty status
+	return patch, err
 }

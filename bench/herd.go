@@ -55,9 +55,7 @@ func measureHerd(ctx context.Context, cluster *envtest.Cluster, tracker *agentTr
 	if cerr != nil {
 		return herd, cerr
 	}
-	var r Restart
-	r.account(after.since(before), max(h.want, 1), Bound{})
-	herd.Rejected, herd.QueueWait = r.Rejected, r.QueueWait
+	herd.Rejected, herd.QueueWait = after.since(before).flowControl()
 	if err != nil {
 		return herd, fmt.Errorf("waiting for the agents to watch again: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -176,6 +177,21 @@ func (c *apiCounts) heartbeats() int64 {
 		}
 	}
 	return n
+}
+
+// flowControl returns API Priority and Fairness's rejections by priority level and reason, and
+// the mean queue wait by priority level; nil where there are none.
+func (c *apiCounts) flowControl() (rejected map[string]int64, queueWait map[string]Duration) {
+	rejected = whole(c.rejected)
+	for level, n := range c.waited {
+		if n > 0 && c.waitSeconds[level] > 0 {
+			if queueWait == nil {
+				queueWait = map[string]Duration{}
+			}
+			queueWait[level] = Duration(c.waitSeconds[level] / n * float64(time.Second))
+		}
+	}
+	return rejected, queueWait
 }
 
 // throttledBy returns the 429s by kind.

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -144,20 +145,7 @@ func (r *Restart) account(d *apiCounts, pods int, bound Bound) {
 	if t := d.throttledBy(); len(t) > 0 {
 		r.Throttled = t
 	}
-	if len(d.rejected) > 0 {
-		r.Rejected = map[string]int64{}
-		for k, v := range d.rejected {
-			r.Rejected[k] = int64(v)
-		}
-	}
-	for level, n := range d.waited {
-		if n > 0 && d.waitSeconds[level] > 0 {
-			if r.QueueWait == nil {
-				r.QueueWait = map[string]Duration{}
-			}
-			r.QueueWait[level] = Duration(d.waitSeconds[level] / n * float64(time.Second))
-		}
-	}
+	r.Rejected, r.QueueWait = d.flowControl()
 }
 
 // watchBench starts informers on the namespace's pods and JobSets, feeding obs, and waits for
@@ -198,26 +186,19 @@ func watchBench(cluster *envtest.Cluster, ns string, obs *observer, stop <-chan 
 // set) and returns it with the name of the pod whose worker the benchmark stops: the first by name.
 func quiesce(ctx context.Context, cluster *envtest.Cluster, jobSets, pods cache.Indexer, strategy Strategy, timeout time.Duration) (*jobsetv1alpha2.JobSet, string, error) {
 	var js *jobsetv1alpha2.JobSet
-	deadline := time.Now().Add(timeout)
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		items := jobSets.List()
-		if len(items) == 1 {
-			var err error
-			if js, err = toJobSet(items[0]); err != nil {
-				return nil, "", err
-			}
-			if strategy != InPlace || js.Status.CurrentInPlaceRestartAttempt != nil {
-				break
-			}
+		if len(items) != 1 {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			return nil, "", fmt.Errorf("the JobSet's status never showed the group running: %w", errTimeout)
+		var err error
+		if js, err = toJobSet(items[0]); err != nil {
+			return false, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, "", ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return strategy != InPlace || js.Status.CurrentInPlaceRestartAttempt != nil, nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("the JobSet's status never showed the group running: %w", err)
 	}
 	live := livePods(pods)
 	slices.SortFunc(live, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
@@ -277,16 +258,11 @@ func cleanUp(ctx context.Context, cluster *envtest.Cluster, ns string, pods cach
 	if err := cluster.Client.Delete(ctx, js, &client.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 		return fmt.Errorf("deleting the benchmark's JobSet: %w", err)
 	}
-	deadline := time.Now().Add(timeout)
-	for len(pods.List()) > 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d pods of namespace %s still exist: %w", len(pods.List()), ns, errTimeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return len(pods.List()) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d pods of namespace %s still exist: %w", len(pods.List()), ns, err)
 	}
 	return nil
 }

@@ -251,7 +251,7 @@ func (m *Manager) publish(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 
-	patch, unchanged, err := statusPatch(uid, old, desired)
+	patch, unchanged, err := Patch(uid, old, desired)
 	if err != nil {
 		return fmt.Errorf("computing the status patch of pod %s/%s: %w", namespace, name, err)
 	}
@@ -282,11 +282,11 @@ func (m *Manager) publish(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// statusPatch is the strategic merge patch from old to desired that the kubelet sends: the
+// Patch is the strategic merge patch from old to desired that the kubelet sends: the
 // status difference plus the pod's UID, which makes the apiserver refuse the patch for another
 // pod of the same name. (Upstream's PatchPodStatus builds the same patch but flattens the error,
 // which restartbed must classify.)
-func statusPatch(uid types.UID, old, desired corev1.PodStatus) ([]byte, bool, error) {
+func Patch(uid types.UID, old, desired corev1.PodStatus) ([]byte, bool, error) {
 	oldData, err := json.Marshal(corev1.Pod{Status: old})
 	if err != nil {
 		return nil, false, err
