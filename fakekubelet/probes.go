@@ -86,7 +86,7 @@ func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *run
 					nextDue = earliest(nextDue, ps.next[kind])
 					continue
 				}
-				ok, output := p.runProbe(ctx, pod, c, spec)
+				ok, output := p.runProbe(ctx, pod, rt.IP, c, spec)
 				if !ok {
 					p.events.container(pod, c, corev1.EventTypeWarning, eventUnhealthy, "%s probe failed: %s", kind, output)
 				}
@@ -138,8 +138,9 @@ func earliest(a, b time.Time) time.Time {
 
 // runProbe runs one probe: httpGet calls what the pod serves on the port (2xx and 3xx pass),
 // tcpSocket passes while something serves the port, exec runs in the container (exit 0 passes),
-// grpc passes while something serves the port.
-func (p *pods) runProbe(ctx context.Context, pod *corev1.Pod, c *corev1.Container, spec *corev1.Probe) (bool, string) {
+// grpc passes while something serves the port. Failure messages name the sandbox's IP, which
+// the kubelet knows before its first status write has reached the pod object.
+func (p *pods) runProbe(ctx context.Context, pod *corev1.Pod, podIP string, c *corev1.Container, spec *corev1.Probe) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(spec.TimeoutSeconds, 1))*time.Second)
 	defer cancel()
 	h := spec.ProbeHandler
@@ -149,7 +150,7 @@ func (p *pods) runProbe(ctx context.Context, pod *corev1.Pod, c *corev1.Containe
 		code, err := p.rt.HTTPGet(ctx, pod.UID, port, h.HTTPGet.Path, headers(h.HTTPGet.HTTPHeaders))
 		switch {
 		case err != nil:
-			return false, fmt.Sprintf("Get %q: %v", fmt.Sprintf("http://%s:%d%s", pod.Status.PodIP, port, h.HTTPGet.Path), err)
+			return false, fmt.Sprintf("Get %q: %v", fmt.Sprintf("http://%s:%d%s", podIP, port, h.HTTPGet.Path), err)
 		case code < 200 || code >= 400:
 			return false, fmt.Sprintf("HTTP probe failed with statuscode: %d", code)
 		}
@@ -157,7 +158,7 @@ func (p *pods) runProbe(ctx context.Context, pod *corev1.Pod, c *corev1.Containe
 	case h.TCPSocket != nil:
 		port := portOf(c, h.TCPSocket.Port)
 		if !p.rt.Listening(pod.UID, port) {
-			return false, fmt.Sprintf("dial tcp %s:%d: connect: connection refused", pod.Status.PodIP, port)
+			return false, fmt.Sprintf("dial tcp %s:%d: connect: connection refused", podIP, port)
 		}
 		return true, ""
 	case h.GRPC != nil:

@@ -15,9 +15,13 @@ import (
 func (r *Runtime) HTTPGet(ctx context.Context, uid types.UID, port int32, path string, header http.Header) (int, error) {
 	r.mu.Lock()
 	h := r.handler(uid, port)
+	var ip string
+	if sb := r.pods[uid]; sb != nil {
+		ip = sb.ip
+	}
 	r.mu.Unlock()
 	if h == nil {
-		return 0, fmt.Errorf("dial tcp :%d: connect: connection refused", port)
+		return 0, fmt.Errorf("dial tcp %s:%d: connect: connection refused", ip, port)
 	}
 	if !strings.HasPrefix(path, "/") {
 		path = "/" + path

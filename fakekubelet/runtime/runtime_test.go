@@ -219,3 +219,16 @@ func TestClaimVolumeIsShared(t *testing.T) {
 		t.Fatalf("a pod on another node, after the writer is gone, reads %q (exit %d)", out, code)
 	}
 }
+
+func TestHTTPGetRefusedNamesTheSandboxIP(t *testing.T) {
+	h := newHarness(t)
+	pod := testPod()
+	h.rt.RunSandbox(pod, "10.64.0.7")
+	_, err := h.rt.HTTPGet(context.Background(), pod.UID, 8081, "/healthz", nil)
+	if err == nil || err.Error() != "dial tcp 10.64.0.7:8081: connect: connection refused" {
+		t.Fatalf("HTTPGet with nothing serving: err = %v", err)
+	}
+	if h.rt.Listening(pod.UID, 8081) {
+		t.Fatal("Listening reports a port nothing serves")
+	}
+}
