@@ -180,15 +180,19 @@ type AgentStats struct {
 	Jitter bool `json:"jitter"`
 	// Processes is the number of agent processes started.
 	Processes int `json:"processes"`
-	// Requests, Throttled (429s) and Failed count their requests and the answers.
-	Requests  int `json:"requests"`
-	Throttled int `json:"throttled"`
-	Failed    int `json:"failed"`
-	// RetryAfter sums the waits the 429s asked for.
-	RetryAfter Duration `json:"retryAfterSeconds"`
+	RequestStats
 	// ToWatch is the time from a process's start to its open JobSet watch, over the processes
 	// whose watch opened: median, 90th percentile, maximum.
 	ToWatch Quantiles `json:"toWatch"`
+}
+
+// RequestStats count agents' requests and the answers: Throttled the 429s, Failed other
+// errors, RetryAfter the sum of the waits the 429s asked for.
+type RequestStats struct {
+	Requests   int      `json:"requests"`
+	Throttled  int      `json:"throttled"`
+	Failed     int      `json:"failed"`
+	RetryAfter Duration `json:"retryAfterSeconds"`
 }
 
 // Quantiles summarise durations.
@@ -224,7 +228,8 @@ func (t *agentTracker) mark() mark {
 func (t *agentTracker) since(m mark, jitter bool) *AgentStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return &AgentStats{Jitter: jitter, Processes: len(t.started) - m.started, Requests: t.requests - m.requests,
-		Throttled: t.throttled - m.throttled, Failed: t.failed - m.failed, RetryAfter: Duration(t.retryAfter - m.retryAfter),
-		ToWatch: quantiles(t.watched[m.watched:])}
+	return &AgentStats{Jitter: jitter, Processes: len(t.started) - m.started, RequestStats: RequestStats{
+		Requests: t.requests - m.requests, Throttled: t.throttled - m.throttled, Failed: t.failed - m.failed,
+		RetryAfter: Duration(t.retryAfter - m.retryAfter),
+	}, ToWatch: quantiles(t.watched[m.watched:])}
 }

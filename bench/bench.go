@@ -151,11 +151,9 @@ type Restart struct {
 	WatchEvents map[string]int64 `json:"watchEvents,omitempty"`
 	WatchBytes  map[string]int64 `json:"watchBytes,omitempty"`
 	// Throttled are the requests API Priority and Fairness answered 429, by verb and resource;
-	// Rejected the same by priority level and reason.
+	// FlowControl has the same by priority level and reason, and the queue waits.
 	Throttled map[string]int64 `json:"throttled,omitempty"`
-	Rejected  map[string]int64 `json:"rejected,omitempty"`
-	// QueueWait is the mean time a request waited in APF's queues, by priority level.
-	QueueWait map[string]Duration `json:"queueWait,omitempty"`
+	FlowControl
 	// CPU is what each process used from the exit to every worker running again: on a machine
 	// whose cores are all busy, the restart waits for CPU rather than for the apiserver's writes.
 	CPU CPU `json:"cpu"`
@@ -167,6 +165,14 @@ type Restart struct {
 	Agents *AgentStats `json:"agents,omitempty"`
 	// Herd is what followed when every agent's watch broke at once after the restart.
 	Herd *Herd `json:"herd,omitempty"`
+}
+
+// FlowControl is what API Priority and Fairness did to a run's requests, as the apiserver
+// counted: Rejected by priority level and reason, and QueueWait, the mean time a request waited
+// in its queues, by priority level.
+type FlowControl struct {
+	Rejected  map[string]int64    `json:"rejected,omitempty"`
+	QueueWait map[string]Duration `json:"queueWait,omitempty"`
 }
 
 // Memory is the peak resident memory of each process of the run, in bytes.

@@ -145,8 +145,10 @@ func TestAccountFromMetrics(t *testing.T) {
 		WatchEvents: map[string]int64{"jobsets": 200000, "pods": 500},
 		WatchBytes:  map[string]int64{"jobsets": 700000000},
 		Throttled:   map[string]int64{"APPLY pods": 7},
-		Rejected:    map[string]int64{"workload-low (queue-full)": 7},
-		QueueWait:   map[string]Duration{"workload-low": Duration(200 * time.Millisecond)},
+		FlowControl: FlowControl{
+			Rejected:  map[string]int64{"workload-low (queue-full)": 7},
+			QueueWait: map[string]Duration{"workload-low": Duration(200 * time.Millisecond)},
+		},
 	}
 	if diff := cmp.Diff(want, r, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }),
 		cmp.Comparer(func(a, b Duration) bool {

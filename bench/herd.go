@@ -20,17 +20,10 @@ type Herd struct {
 	// same per agent.
 	Back    Duration  `json:"backSeconds"`
 	ToWatch Quantiles `json:"toWatch"`
-	// Requests are the agents' requests from the break on; Throttled the 429s among them, which
-	// client-go retried after the Retry-After the apiserver set (RetryAfter sums those waits);
-	// Failed other errors.
-	Requests   int      `json:"requests"`
-	Throttled  int      `json:"throttled"`
-	Failed     int      `json:"failed"`
-	RetryAfter Duration `json:"retryAfterSeconds"`
-	// Rejected are API Priority and Fairness's rejections by priority level and reason, QueueWait
-	// the mean time a request waited in its queues by priority level, as the apiserver counted.
-	Rejected  map[string]int64    `json:"rejected,omitempty"`
-	QueueWait map[string]Duration `json:"queueWait,omitempty"`
+	// RequestStats are the agents' requests from the break on; client-go retried each 429 after
+	// the Retry-After the apiserver set.
+	RequestStats
+	FlowControl
 }
 
 // measureHerd breaks every agent's watch at once and waits for all of them to watch again.
@@ -49,13 +42,12 @@ func measureHerd(ctx context.Context, cluster *envtest.Cluster, tracker *agentTr
 	if err == nil && len(back) > 0 {
 		herd.Back = herd.ToWatch.Max
 	}
-	a := tracker.since(agentsBefore, jitter)
-	herd.Requests, herd.Throttled, herd.Failed, herd.RetryAfter = a.Requests, a.Throttled, a.Failed, a.RetryAfter
+	herd.RequestStats = tracker.since(agentsBefore, jitter).RequestStats
 	after, cerr := readCounts(ctx, cluster.Clientset)
 	if cerr != nil {
 		return herd, cerr
 	}
-	herd.Rejected, herd.QueueWait = after.since(before).flowControl()
+	herd.FlowControl = after.since(before).flowControl()
 	if err != nil {
 		return herd, fmt.Errorf("waiting for the agents to watch again: %w", err)
 	}

@@ -179,19 +179,19 @@ func (c *apiCounts) heartbeats() int64 {
 	return n
 }
 
-// flowControl returns API Priority and Fairness's rejections by priority level and reason, and
-// the mean queue wait by priority level; nil where there are none.
-func (c *apiCounts) flowControl() (rejected map[string]int64, queueWait map[string]Duration) {
-	rejected = whole(c.rejected)
+// flowControl returns API Priority and Fairness's rejections and mean queue waits; its maps are
+// nil where there are none.
+func (c *apiCounts) flowControl() FlowControl {
+	fc := FlowControl{Rejected: whole(c.rejected)}
 	for level, n := range c.waited {
 		if n > 0 && c.waitSeconds[level] > 0 {
-			if queueWait == nil {
-				queueWait = map[string]Duration{}
+			if fc.QueueWait == nil {
+				fc.QueueWait = map[string]Duration{}
 			}
-			queueWait[level] = Duration(c.waitSeconds[level] / n * float64(time.Second))
+			fc.QueueWait[level] = Duration(c.waitSeconds[level] / n * float64(time.Second))
 		}
 	}
-	return rejected, queueWait
+	return fc
 }
 
 // throttledBy returns the 429s by kind.

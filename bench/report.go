@@ -112,7 +112,7 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 			})
 		})
 		row("agents' requests, 429s, Retry-After waits", func(m *Restart) string {
-			return agentCell(m, func(a *AgentStats) string { return fmt.Sprintf("%d, %d, %s", a.Requests, a.Throttled, a.RetryAfter) })
+			return agentCell(m, func(a *AgentStats) string { return a.RequestStats.String() })
 		})
 		row("herd: every agent's watch broken at once → all back", func(m *Restart) string {
 			return herdCell(m, func(h *Herd) string {
@@ -123,7 +123,7 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 			return herdCell(m, func(h *Herd) string { return fmt.Sprintf("%s/%s/%s", h.ToWatch.P50, h.ToWatch.P90, h.ToWatch.Max) })
 		})
 		row("herd: requests, 429s, Retry-After waits", func(m *Restart) string {
-			return herdCell(m, func(h *Herd) string { return fmt.Sprintf("%d, %d, %s", h.Requests, h.Throttled, h.RetryAfter) })
+			return herdCell(m, func(h *Herd) string { return h.RequestStats.String() })
 		})
 		row("herd: APF queue wait (mean)", func(m *Restart) string {
 			return herdCell(m, func(h *Herd) string {
@@ -154,11 +154,7 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		}
 		tw.Flush()
 		if len(m.Writes) > 0 {
-			var parts []string
-			for _, kind := range sortedByCount(m.Writes) {
-				parts = append(parts, fmt.Sprintf("%s %d", kind, m.Writes[kind]))
-			}
-			fmt.Fprintf(w, "  writes: %s\n", strings.Join(parts, ", "))
+			fmt.Fprintf(w, "  writes: %s\n", counts(sortedByCount(m.Writes), m.Writes))
 		}
 		if len(m.WatchEvents) > 0 {
 			var parts []string
@@ -169,21 +165,27 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 			fmt.Fprintf(w, "  watch events sent (most first): %s\n", strings.Join(parts, ", "))
 		}
 		if m.Herd != nil && len(m.Herd.Rejected) > 0 {
-			var parts []string
-			for _, k := range sortedKeys(m.Herd.Rejected) {
-				parts = append(parts, fmt.Sprintf("%s %d", k, m.Herd.Rejected[k]))
-			}
-			fmt.Fprintf(w, "  herd's APF rejections: %s\n", strings.Join(parts, ", "))
+			fmt.Fprintf(w, "  herd's APF rejections: %s\n", counts(sortedKeys(m.Herd.Rejected), m.Herd.Rejected))
 		}
 		if len(m.Rejected) > 0 {
-			var parts []string
-			for _, k := range sortedKeys(m.Rejected) {
-				parts = append(parts, fmt.Sprintf("%s %d", k, m.Rejected[k]))
-			}
-			fmt.Fprintf(w, "  APF rejections: %s\n", strings.Join(parts, ", "))
+			fmt.Fprintf(w, "  APF rejections: %s\n", counts(sortedKeys(m.Rejected), m.Rejected))
 		}
 	}
 	fmt.Fprintf(w, "\nwall: %s\n", r.Wall)
+}
+
+// String is the report's cell: requests, 429s, Retry-After waits.
+func (s RequestStats) String() string {
+	return fmt.Sprintf("%d, %d, %s", s.Requests, s.Throttled, s.RetryAfter)
+}
+
+// counts lists m's entries in the order of keys: "key n, key n".
+func counts(keys []string, m map[string]int64) string {
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func orDash(ok bool, s string) string {

@@ -145,7 +145,7 @@ func (r *Restart) account(d *apiCounts, pods int, bound Bound) {
 	if t := d.throttledBy(); len(t) > 0 {
 		r.Throttled = t
 	}
-	r.Rejected, r.QueueWait = d.flowControl()
+	r.FlowControl = d.flowControl()
 }
 
 // watchBench starts informers on the namespace's pods and JobSets, feeding obs, and waits for
