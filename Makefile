@@ -1,5 +1,6 @@
-# restartbed's build. Every tool comes from hack/tools (one place for versions); the control
-# plane is built from source the first time and cached (docs/control-plane.md).
+# restartbed's build. Every tool comes from hack/tools (one place for versions); each supported
+# Kubernetes release's control plane is built from source the first time and cached
+# (docs/control-plane.md).
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -15,6 +16,11 @@ TOOLS    := $(GO) tool -modfile=$(CURDIR)/hack/tools/go.mod
 GOTEST_FLAGS ?= -race
 # Packages under test/ hold the envtest suites and their helpers; everything else is a unit test.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
+# The supported Kubernetes releases, newest last (the default). make generate writes what
+# restartbed knows of each into envtest/controlplane/releases.
+KUBERNETES_RELEASES := v1.35.8 v1.36.4 v1.37.2
+# Modules that use restartbed as a library, one per supported minor; make test runs each.
+EXAMPLES := $(wildcard examples/*/go.mod)
 
 .PHONY: help
 help: ## List the targets.
@@ -37,27 +43,26 @@ bench-smoke: envtest-assets ## CI's smoke test of restartbed bench: 100 pods, bo
 	$(GO) run ./cmd/restartbed bench --pods 100 --strategy both
 
 .PHONY: envtest-assets
-envtest-assets: ## Find or build kube-apiserver and etcd; prints their directory.
-	$(GO) run ./cmd/restartbed assets
+envtest-assets: ## Find or build the control plane of every supported release; prints their directories.
+	$(GO) run ./cmd/restartbed assets --all
 
 .PHONY: kubectl
 kubectl: ## Find or unpack Debian's kubectl (the up test drives it); prints its path.
 	@hack/debian-kubectl.sh
 
 .PHONY: test
-test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and the library consumer, with the race detector.
+test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and the library's consumer modules, with the race detector.
 	$(GO) test $(GOTEST_FLAGS) -timeout 30m ./...
-	cd examples/consumer && $(GO) test $(GOTEST_FLAGS) ./...
+	@for m in $(dir $(EXAMPLES)); do echo "== $$m"; (cd $$m && $(GO) test $(GOTEST_FLAGS) ./...) || exit 1; done
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no control plane).
 	$(GO) test $(GOTEST_FLAGS) $(UNIT_PKGS)
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRDs and the control plane's embedded tools module.
+generate: ## Regenerate deepcopy code, CRDs and the releases' modules, feature gates and node features.
 	$(TOOLS) controller-gen object paths=./api/... crd:crdVersions=v1,generateEmbeddedObjectMeta=true output:crd:artifacts:config=config/crd/bases
-	cp hack/tools/go.mod envtest/controlplane/tools.mod
-	cp hack/tools/go.sum envtest/controlplane/tools.sum
+	$(GO) run ./hack/releases $(KUBERNETES_RELEASES)
 
 .PHONY: verify
 verify: ## Fail on unformatted code, vet findings, untidy modules or stale generated files.
@@ -65,9 +70,9 @@ verify: ## Fail on unformatted code, vet findings, untidy modules or stale gener
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
-	cd examples/consumer && $(GO) mod tidy -diff && $(GO) vet ./...
-	@diff <(sed -n '/^replace (/,/^)/p' go.mod) <(sed -n '/^replace (/,/^)/p' examples/consumer/go.mod) \
-		|| { echo "examples/consumer/go.mod must copy go.mod's replace block"; exit 1; }
+	@for m in $(dir $(EXAMPLES)); do (cd $$m && $(GO) mod tidy -diff && $(GO) vet ./...) || exit 1; done
+	@if grep -h -E '^\s*(replace\s+)?k8s\.io/[^ ]+ =>' go.mod $(EXAMPLES); then \
+		echo "a replace of a k8s.io module: the library must build with every supported minor's own modules"; exit 1; fi
 	$(MAKE) --no-print-directory generate
 	@out=$$(git status --porcelain); if [ -n "$$out" ]; then echo "generated files are stale or untracked (run make generate and commit):"; echo "$$out"; exit 1; fi
 

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -25,20 +24,27 @@ import (
 	_ "github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 	"github.com/restartbed/restartbed/config/crd"
-	"github.com/restartbed/restartbed/envtest/controllermanager"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/timing"
 )
 
-// Options configure a Cluster. The zero value is a working cluster in the fast timing profile.
+// Options configure a Cluster. The zero value is a working cluster of the newest supported
+// Kubernetes release in the fast timing profile.
 type Options struct {
-	// FeatureGates are merged over DefaultFeatureGates and passed to the apiserver.
+	// KubernetesVersion is the release the control plane and the emulated kubelets run: a minor
+	// ("1.36") or a whole supported version ("1.36.4"). Default: the newest supported release.
+	// controlplane.SupportedVersions lists them.
+	KubernetesVersion string
+	// FeatureGates are merged over RequiredFeatureGates and passed to every component.
 	FeatureGates map[string]bool
 	// APIServerFlags are extra kube-apiserver flags, name without dashes to values; they replace
 	// restartbed's and envtest's value for the same flag.
 	APIServerFlags map[string][]string
+	// ControllerManagerFlags and SchedulerFlags are extra kube-controller-manager and
+	// kube-scheduler flags, in the same form; they replace restartbed's value for the same flag.
+	ControllerManagerFlags, SchedulerFlags map[string][]string
 	// Timing is the timing profile of every component. Default: timing.Fast().
 	Timing *timing.Profile
 	// Clock drives the in-process components. Default: the real clock.
@@ -49,10 +55,12 @@ type Options struct {
 	// Scheme is the scheme of the returned controller-runtime client. Default: client-go's types
 	// plus restartbed's.
 	Scheme *runtime.Scheme
-	// DisableControllerManager starts the control plane without the in-process controllers.
+	// DisableControllerManager starts no kube-controller-manager. Nothing then creates service
+	// accounts, so the apiserver's ServiceAccount admission is off too, as in controller-runtime's
+	// envtest.
 	DisableControllerManager bool
 	// Nodes are the node pools the emulated kubelet registers and serves; with none, no kubelet
-	// (and no scheduler) runs, and pods stay unbound unless the caller binds them.
+	// and no kube-scheduler run, and pods stay unbound unless the caller binds them.
 	Nodes []fakekubelet.NodePool
 	// Programs assign in-process programs or scripts to containers (see fakekubelet.Options).
 	Programs []program.Rule
@@ -62,7 +70,8 @@ type Options struct {
 	// JobSet runs restartbed's JobSet controller (with the InPlaceRestart gate on) and serves
 	// its admission webhook to the apiserver, as a cluster with JobSet installed has them.
 	JobSet bool
-	// ControlPlaneOutput receives the apiserver's and etcd's logs. Default: discarded.
+	// ControlPlaneOutput receives the logs of etcd, kube-apiserver, kube-controller-manager and
+	// kube-scheduler. Default: discarded.
 	ControlPlaneOutput io.Writer
 	// Logger receives the in-process controllers' logs. Default: discarded.
 	Logger *logr.Logger
@@ -80,7 +89,9 @@ type Cluster struct {
 	Client client.Client
 	// Scheme knows every type Client reads and writes.
 	Scheme *runtime.Scheme
-	// FeatureGates are the gates in force, defaults included.
+	// Release is the Kubernetes release the cluster runs.
+	Release controlplane.Release
+	// FeatureGates are the gates in force on every component, the release's defaults included.
 	FeatureGates map[string]bool
 	// Timing is the profile every component runs with.
 	Timing timing.Profile
@@ -91,12 +102,14 @@ type Cluster struct {
 	// Kubelet is the emulated kubelet of every node, or nil when Options.Nodes is empty.
 	Kubelet *fakekubelet.Kubelet
 
-	env      *crenvtest.Environment
-	launcher *launcher
-	manager  *controllermanager.Manager
-	jobSet   *runningManager
-	kueue    *runningManager
-	tempDir  string
+	env        *crenvtest.Environment
+	launcher   *launcher
+	components []*component // kube-controller-manager and kube-scheduler, in start order
+	// controllerManager: kube-controller-manager runs, so namespaces get service accounts.
+	controllerManager bool
+	jobSet            *runningManager
+	kueue             *runningManager
+	work              *workDir
 
 	stopOnce sync.Once
 	stopErr  error
@@ -117,7 +130,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func newCluster(opts Options) (*Cluster, error) {
-	gates, err := ResolveFeatureGates(opts.FeatureGates)
+	release, err := controlplane.ResolveRelease(opts.KubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	gates, err := ResolveFeatureGates(release, opts.FeatureGates)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +151,7 @@ func newCluster(opts Options) (*Cluster, error) {
 	if _, err := program.NewRegistry(opts.Programs); err != nil {
 		return nil, err
 	}
-	c := &Cluster{FeatureGates: gates, Timing: profile, Clock: opts.Clock, Scheme: opts.Scheme}
+	c := &Cluster{Release: release, FeatureGates: gates, Timing: profile, Clock: opts.Clock, Scheme: opts.Scheme}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
@@ -158,15 +175,15 @@ func NewScheme() (*runtime.Scheme, error) {
 }
 
 func (c *Cluster) start(ctx context.Context, opts Options) error {
-	assets, err := controlplane.Ensure(opts.Assets)
+	assets, err := controlplane.Ensure(c.Release, opts.Assets)
 	if err != nil {
 		return err
 	}
 	c.Assets = assets
-	if c.tempDir, err = os.MkdirTemp("", "restartbed-controlplane-"); err != nil {
-		return fmt.Errorf("creating the control plane's directory: %w", err)
+	if c.work, err = newWorkDir(c.Clock); err != nil {
+		return err
 	}
-	apiserverPath, etcdPath, err := assets.Guarded(c.tempDir)
+	paths, err := assets.Guarded(c.work.file("bin"))
 	if err != nil {
 		return err
 	}
@@ -179,21 +196,16 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if out == nil {
 		out = io.Discard
 	}
-	apiserver := &crenvtest.APIServer{Path: apiserverPath, Out: out, Err: out}
+	apiserver := &crenvtest.APIServer{Path: paths[controlplane.KubeAPIServerBinary], CertDir: c.work.file("apiserver"), Out: out, Err: out}
 	args := apiserver.Configure()
-	args.Set("feature-gates", gatesFlag(c.FeatureGates))
-	// The DefaultTolerationSeconds admission plugin gives every pod these tolerations of the
-	// not-ready and unreachable NoExecute taints, so taint eviction runs on the profile's clock.
-	tolerate := strconv.Itoa(int(c.Timing.DefaultTolerationSeconds / time.Second))
-	args.Set("default-not-ready-toleration-seconds", tolerate)
-	args.Set("default-unreachable-toleration-seconds", tolerate)
+	c.apiServerArgs(args, opts.DisableControllerManager)
 	for _, name := range slices.Sorted(maps.Keys(opts.APIServerFlags)) {
 		args.Set(name, opts.APIServerFlags[name]...)
 	}
 	c.env = &crenvtest.Environment{
 		ControlPlane: crenvtest.ControlPlane{
 			APIServer: apiserver,
-			Etcd:      &crenvtest.Etcd{Path: etcdPath, Out: out, Err: out},
+			Etcd:      &crenvtest.Etcd{Path: paths[controlplane.EtcdBinary], DataDir: c.work.file("etcd"), Out: out, Err: out},
 		},
 		Scheme:                   c.Scheme,
 		CRDs:                     crds,
@@ -205,10 +217,15 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if opts.JobSet {
 		c.env.WebhookInstallOptions = webhookInstallOptions()
 	}
+	for _, dir := range []string{apiserver.CertDir, c.env.ControlPlane.Etcd.DataDir} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return fmt.Errorf("creating the control plane's directory: %w", err)
+		}
+	}
 	c.launcher = newLauncher()
 	if c.Config, err = c.launcher.start(c.env); err != nil {
 		return fmt.Errorf("starting kube-apiserver %s and etcd %s from %s (%s): %w",
-			controlplane.CurrentVersions().Kubernetes, controlplane.CurrentVersions().Etcd, assets.Dir, assets.Source, err)
+			c.Release.Kubernetes, c.Release.Etcd, assets.Dir, assets.Source, err)
 	}
 	// Tests and the emulated kubelet write in bursts; client-side throttling would hide the
 	// apiserver's real limits.
@@ -219,18 +236,10 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if c.Client, err = client.New(c.Config, client.Options{Scheme: c.Scheme}); err != nil {
 		return fmt.Errorf("building the controller-runtime client: %w", err)
 	}
-
-	if !opts.DisableControllerManager {
-		c.manager, err = controllermanager.New(controllermanager.Options{
-			Config: c.Config, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-		})
-		if err != nil {
-			return err
-		}
-		if err := c.manager.Start(ctx); err != nil {
-			return err
-		}
+	if err := c.startComponents(ctx, opts, paths, out); err != nil {
+		return err
 	}
+
 	if opts.JobSet {
 		logger := logr.Discard()
 		if opts.Logger != nil {
@@ -248,7 +257,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if len(opts.Nodes) > 0 {
 		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-			Programs: opts.Programs,
+			Programs: opts.Programs, KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
 		})
 		if err != nil {
 			return err
@@ -260,6 +269,14 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// Dir is the cluster's directory: etcd's data, the apiserver's certificates, the components'
+// kubeconfig and configuration. Stop removes it; if the process dies first, the next cluster to
+// start in any process removes it.
+func (c *Cluster) Dir() string { return c.work.path }
+
+// JobSetRunning reports whether restartbed's JobSet controller and webhook run (Options.JobSet).
+func (c *Cluster) JobSetRunning() bool { return c.jobSet != nil }
+
 // Stop stops the controllers, then the apiserver and etcd, and removes their files. It is safe
 // to call more than once; later calls return the first result.
 func (c *Cluster) Stop() error {
@@ -267,10 +284,10 @@ func (c *Cluster) Stop() error {
 		if c.Kubelet != nil {
 			c.Kubelet.Stop()
 		}
-		if c.manager != nil {
-			c.manager.Stop()
-		}
 		var errs []error
+		for _, comp := range slices.Backward(c.components) {
+			errs = append(errs, comp.stop())
+		}
 		if c.jobSet != nil {
 			errs = append(errs, c.jobSet.stop())
 		}
@@ -280,8 +297,8 @@ func (c *Cluster) Stop() error {
 		if c.launcher != nil {
 			errs = append(errs, c.launcher.stop(c.env))
 		}
-		if c.tempDir != "" {
-			errs = append(errs, os.RemoveAll(c.tempDir))
+		if c.work != nil {
+			errs = append(errs, c.work.remove())
 		}
 		c.stopErr = errors.Join(errs...)
 	})

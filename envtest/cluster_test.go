@@ -2,9 +2,13 @@ package envtest
 
 import (
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/timing"
 )
@@ -21,7 +25,17 @@ func TestStartRefusesBadOptionsFirst(t *testing.T) {
 		{
 			name:    "unknown gate",
 			opts:    Options{FeatureGates: map[string]bool{"RestartPod": true}},
-			wantErr: "feature gates: unrecognized feature gate: RestartPod",
+			wantErr: "feature gates of Kubernetes v1.37.2: unrecognized feature gate: RestartPod",
+		},
+		{
+			name:    "gate of the wrong release",
+			opts:    Options{KubernetesVersion: "1.37", FeatureGates: map[string]bool{GateNodeDeclaredFeatures: false}},
+			wantErr: "cannot set feature gate NodeDeclaredFeatures to false, feature is locked to true",
+		},
+		{
+			name:    "unsupported version",
+			opts:    Options{KubernetesVersion: "1.34"},
+			wantErr: "Kubernetes 1.34 is not supported; supported: 1.35 (v1.35.8), 1.36 (v1.36.4), 1.37 (v1.37.2)",
 		},
 		{
 			name:    "bad timing",
@@ -36,8 +50,12 @@ func TestStartRefusesBadOptionsFirst(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			// An assets directory that does not exist: reaching the lookup would fail differently.
-			t.Setenv("KUBEBUILDER_ASSETS", t.TempDir()+"/absent")
+			// A cache directory that cannot be one: reaching the lookup would fail differently.
+			notADir := filepath.Join(t.TempDir(), "file")
+			if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tc.opts.Assets = controlplane.Options{CacheDir: notADir, Progress: io.Discard}
 			c, err := Start(context.Background(), tc.opts)
 			if err == nil {
 				_ = c.Stop()

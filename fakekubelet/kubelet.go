@@ -13,13 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/component-helpers/nodedeclaredfeatures"
-	"k8s.io/component-helpers/nodedeclaredfeatures/features"
 	"k8s.io/klog/v2"
-	kubefeatures "k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -38,15 +36,15 @@ type Kubelet struct {
 	opts     Options
 	client   kubernetes.Interface
 	clock    clock.WithTicker
-	features *nodedeclaredfeatures.Framework
 	nodes    []*node
 	byName   map[string]*node
-	binder   *binder
-	pods     *pods
-	rt       *runtime.Runtime
-	status   *status.Manager
-	programs *program.Registry
-	events   *events
+	// nodeLister reads the nodes as the API has them (the informer's view).
+	nodeLister corelisters.NodeLister
+	pods       *pods
+	rt         *runtime.Runtime
+	status     *status.Manager
+	programs   *program.Registry
+	events     *events
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -58,10 +56,6 @@ func New(opts Options) (*Kubelet, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
 	}
-	framework, err := nodedeclaredfeatures.New(features.AllFeatures)
-	if err != nil {
-		return nil, fmt.Errorf("fakekubelet: node feature registry: %w", err)
-	}
 	client, err := kubernetes.NewForConfig((&Kubelet{opts: opts}).clientConfig("restartbed-kubelet"))
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: client: %w", err)
@@ -70,7 +64,7 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
-	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, features: framework, programs: programs, byName: map[string]*node{}}
+	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, programs: programs, byName: map[string]*node{}}
 	for _, pool := range opts.Pools {
 		for i := range pool.Count {
 			n := &node{name: pool.NodeName(i), index: len(k.nodes)}
@@ -93,7 +87,7 @@ func (k *Kubelet) NodeNames() []string {
 	return names
 }
 
-// Start registers the nodes, starts their heartbeats and the binder, and returns once every node
+// Start registers the nodes, starts their heartbeats and pod workers, and returns once every node
 // exists and the informers have synced. ctx bounds only the start-up; the kubelet runs until Stop.
 func (k *Kubelet) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), *k.opts.Logger))
@@ -127,7 +121,7 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 		n := k.nodeNamed(name)
 		return n != nil && n.partitioned()
 	})
-	k.binder = newBinder(k.client, factory, &fitChecker{features: k.features}, k.clock, k.events)
+	k.nodeLister = factory.Core().V1().Nodes().Lister()
 	if err := k.newPods(ctx, factory); err != nil {
 		return err
 	}
@@ -143,7 +137,6 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	}
 	k.wg.Go(func() { k.status.Run(ctx, StatusWorkers) })
 	k.wg.Go(func() { k.pods.run(ctx) })
-	k.wg.Go(func() { k.binder.run(ctx) })
 	k.wg.Go(func() { k.heartbeat(ctx) })
 	return nil
 }
@@ -187,16 +180,16 @@ func (k *Kubelet) heartbeat(ctx context.Context) {
 	}
 }
 
-// apiNode returns the node as the scheduler's informer last saw it, or nil.
+// apiNode returns the node as the informer last saw it, or nil.
 func (k *Kubelet) apiNode(name string) *corev1.Node {
-	n, err := k.binder.nodes.Get(name)
+	n, err := k.nodeLister.Get(name)
 	if err != nil {
 		return nil
 	}
 	return n
 }
 
-// Stop stops the heartbeats, the binder and the pod workers, kills every container process and
+// Stop stops the heartbeats and the pod workers, kills every container process and
 // waits for every goroutine they started. Nodes, Leases and pods stay in the API, as they would if
 // every node lost power at once.
 func (k *Kubelet) Stop() {
@@ -221,7 +214,7 @@ func (k *Kubelet) Stop() {
 // newPods builds the container runtime, the status manager and the pod workers on the shared
 // pod informer.
 func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerFactory) error {
-	rules := restart.Rules{RestartAll: k.opts.FeatureGates[string(kubefeatures.RestartAllContainersOnContainerExits)]}
+	rules := restart.Rules{RestartAll: k.opts.FeatureGates[GateRestartAllContainers]}
 	statusClient, err := kubernetes.NewForConfig(k.clientConfig("restartbed-kubelet-status"))
 	if err != nil {
 		return fmt.Errorf("fakekubelet: status client: %w", err)

@@ -14,16 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-helpers/nodedeclaredfeatures"
 	"k8s.io/utils/ptr"
 )
-
-// KubeletVersion is the version every emulated kubelet reports.
-const KubeletVersion = "v1.35.4"
-
-var kubeletVersion = version.MustParseSemantic(KubeletVersion)
 
 // Node condition reasons and messages, as the kubelet writes them.
 const (
@@ -36,7 +29,7 @@ const (
 	reasonSufficientPID      = "KubeletHasSufficientPID"
 	messageSufficientPID     = "kubelet has sufficient PID available"
 	kubeletPort              = 10250
-	containerRuntimeVersion  = "restartbed://" + KubeletVersion
+	containerRuntimeName     = "restartbed://"
 	nodeOSImage              = "restartbed emulated node"
 	nodeKernelVersion        = "restartbed"
 	nodeInternalIPFirstOctet = 172
@@ -68,23 +61,6 @@ func podCIDR(index int) netip.Prefix {
 
 // maxNodes is how many nodes the address plan above can number.
 const maxNodes = 1 << 14
-
-// declaredFeatures lists what a kubelet with these gates declares, decided by upstream's
-// registry of node features.
-func declaredFeatures(framework *nodedeclaredfeatures.Framework, gates map[string]bool) []string {
-	if !gates["NodeDeclaredFeatures"] {
-		return nil
-	}
-	return framework.DiscoverNodeFeatures(&nodedeclaredfeatures.NodeConfiguration{
-		FeatureGates: gateSet(gates),
-		Version:      kubeletVersion,
-	})
-}
-
-// gateSet adapts a gate map to nodedeclaredfeatures.FeatureGate.
-type gateSet map[string]bool
-
-func (g gateSet) Enabled(name string) bool { return g[name] }
 
 // newNodeObject builds the Node a kubelet registers, status included (nodes may set status on
 // create).
@@ -125,12 +101,12 @@ func (k *Kubelet) newNodeObject(pool NodePool, n *node) *corev1.Node {
 				BootID:                  fmt.Sprintf("boot-%d", n.index),
 				KernelVersion:           nodeKernelVersion,
 				OSImage:                 nodeOSImage,
-				ContainerRuntimeVersion: containerRuntimeVersion,
-				KubeletVersion:          KubeletVersion,
+				ContainerRuntimeVersion: containerRuntimeName + k.opts.KubeletVersion,
+				KubeletVersion:          k.opts.KubeletVersion,
 				OperatingSystem:         "linux",
 				Architecture:            "amd64",
 			},
-			DeclaredFeatures: declaredFeatures(k.features, k.opts.FeatureGates),
+			DeclaredFeatures: slices.Clone(k.opts.DeclaredFeatures),
 		},
 	}
 }

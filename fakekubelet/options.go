@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -31,6 +32,14 @@ type NodePool struct {
 
 // NodeName is the name of the pool's i-th node: <pool>-<i>.
 func (p NodePool) NodeName(i int) string { return fmt.Sprintf("%s-%d", p.Name, i) }
+
+// Feature gates the kubelets read from Options.FeatureGates.
+const (
+	// GateRestartAllContainers allows the RestartAllContainers action of restart rules.
+	GateRestartAllContainers = "RestartAllContainersOnContainerExits"
+	// GateNodeDeclaredFeatures makes nodes publish status.declaredFeatures.
+	GateNodeDeclaredFeatures = "NodeDeclaredFeatures"
+)
 
 // PoolLabel is the node label that names a node's pool. Written by restartbed when it registers
 // a node; read by users and scenarios to select a pool's nodes.
@@ -71,6 +80,13 @@ type Options struct {
 	// Programs assign in-process programs or scripts to containers; the first matching rule
 	// wins. Containers no rule matches run their own command.
 	Programs []program.Rule
+	// KubeletVersion is the version the kubelets report (status.nodeInfo.kubeletVersion), e.g.
+	// v1.37.2: the cluster's Kubernetes release. Required.
+	KubeletVersion string
+	// DeclaredFeatures are what the kubelets publish in status.declaredFeatures: what the
+	// release's registry of node features discovers for these gates and this version (envtest
+	// reads it from the release; see controlplane.Release.DeclaredFeatures).
+	DeclaredFeatures []string
 }
 
 func (o *Options) complete() error {
@@ -82,6 +98,9 @@ func (o *Options) complete() error {
 	}
 	if len(o.Pools) == 0 {
 		o.Pools = DefaultPools()
+	}
+	if _, err := version.ParseSemantic(o.KubeletVersion); err != nil {
+		return fmt.Errorf("fakekubelet: Options.KubeletVersion %q: %w", o.KubeletVersion, err)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

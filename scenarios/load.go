@@ -21,6 +21,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/internal/yamlpath"
 	"github.com/restartbed/restartbed/timing"
@@ -288,7 +289,9 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 	if _, err := timing.ByName(spec.Timing); err != nil {
 		l.addf(line("spec", "timing"), "spec.timing", "%v", err)
 	}
-	if _, err := envtest.ResolveFeatureGates(spec.FeatureGates); err != nil {
+	if release, err := controlplane.ResolveRelease(spec.KubernetesVersion); err != nil {
+		l.addf(line("spec", "kubernetesVersion"), "spec.kubernetesVersion", "%v", err)
+	} else if _, err := envtest.ResolveFeatureGates(release, spec.FeatureGates); err != nil {
 		l.addf(line("spec", "featureGates"), "spec.featureGates", "%v", err)
 	}
 	l.validateNodes(sc, doc)

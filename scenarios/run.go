@@ -93,7 +93,7 @@ func (r *Result) Passed() bool {
 // ClusterOptions are the envtest options a scenario asks for.
 func (sc *Scenario) ClusterOptions() envtest.Options {
 	profile, _ := timing.ByName(sc.Spec.Timing)
-	opts := envtest.Options{FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true, Nodes: sc.Pools}
+	opts := envtest.Options{KubernetesVersion: sc.Spec.KubernetesVersion, FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true, Nodes: sc.Pools}
 	if k := sc.Spec.Controllers.KueueFailureRecovery; k != nil && k.Enabled {
 		opts.KueueFailureRecovery = &envtest.KueueFailureRecovery{}
 		if k.Threshold != nil {

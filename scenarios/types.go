@@ -49,15 +49,18 @@ type Metadata struct {
 
 // Spec is what the scenario sets up and does.
 type Spec struct {
-	Description  string          `yaml:"description"`
-	Namespace    string          `yaml:"namespace"`
-	Timing       string          `yaml:"timing"`
-	FeatureGates map[string]bool `yaml:"featureGates"`
-	Nodes        []NodePool      `yaml:"nodes"`
-	Controllers  Controllers     `yaml:"controllers"`
-	Programs     []Program       `yaml:"programs"`
-	Objects      []ObjectSource  `yaml:"objects"`
-	Steps        []Step          `yaml:"steps"`
+	Description string `yaml:"description"`
+	Namespace   string `yaml:"namespace"`
+	Timing      string `yaml:"timing"`
+	// KubernetesVersion is the release the scenario runs on ("1.36" or "1.36.4"); empty means
+	// the newest supported.
+	KubernetesVersion string          `yaml:"kubernetesVersion"`
+	FeatureGates      map[string]bool `yaml:"featureGates"`
+	Nodes             []NodePool      `yaml:"nodes"`
+	Controllers       Controllers     `yaml:"controllers"`
+	Programs          []Program       `yaml:"programs"`
+	Objects           []ObjectSource  `yaml:"objects"`
+	Steps             []Step          `yaml:"steps"`
 }
 
 // NodePool is one entry of spec.nodes.

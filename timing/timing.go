@@ -28,10 +28,6 @@ type Profile struct {
 	// JobPodFailureBackOffMax caps the doubling (upstream MaxJobPodFailureBackOff).
 	JobPodFailureBackOffMax time.Duration
 
-	// GCResyncPeriod is how often the garbage collector rediscovers the API's resources, so that
-	// it learns about CRDs installed after it started (kube-controller-manager uses 30s).
-	GCResyncPeriod time.Duration
-
 	// NodeLeaseDuration is the leaseDurationSeconds of each node's Lease in kube-node-lease
 	// (kubelet nodeLeaseDurationSeconds).
 	NodeLeaseDuration time.Duration
@@ -90,7 +86,6 @@ func Realistic() Profile {
 		JobSyncBatchPeriod:      time.Second,
 		JobPodFailureBackOff:    10 * time.Second,
 		JobPodFailureBackOffMax: 10 * time.Minute,
-		GCResyncPeriod:          30 * time.Second,
 
 		NodeLeaseDuration:         40 * time.Second,
 		NodeLeaseRenewInterval:    10 * time.Second,
@@ -123,7 +118,6 @@ func Fast() Profile {
 		JobSyncBatchPeriod:      50 * time.Millisecond,
 		JobPodFailureBackOff:    time.Second,
 		JobPodFailureBackOffMax: time.Minute,
-		GCResyncPeriod:          5 * time.Second,
 
 		NodeLeaseDuration:         4 * time.Second,
 		NodeLeaseRenewInterval:    time.Second,
@@ -186,7 +180,6 @@ func (p Profile) Durations() []Duration {
 		{"jobSyncBatchPeriod", p.JobSyncBatchPeriod},
 		{"jobPodFailureBackOff", p.JobPodFailureBackOff},
 		{"jobPodFailureBackOffMax", p.JobPodFailureBackOffMax},
-		{"gcResyncPeriod", p.GCResyncPeriod},
 		{"nodeLeaseDuration", p.NodeLeaseDuration},
 		{"nodeLeaseRenewInterval", p.NodeLeaseRenewInterval},
 		{"nodeStatusReportFrequency", p.NodeStatusReportFrequency},

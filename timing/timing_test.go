@@ -47,7 +47,6 @@ func TestRealisticIsUpstream(t *testing.T) {
 		JobSyncBatchPeriod:      time.Second,
 		JobPodFailureBackOff:    10 * time.Second,
 		JobPodFailureBackOffMax: 10 * time.Minute,
-		GCResyncPeriod:          30 * time.Second,
 
 		NodeLeaseDuration:         40 * time.Second,
 		NodeLeaseRenewInterval:    10 * time.Second,

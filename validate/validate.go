@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/internal/yamlpath"
 )
 
@@ -14,8 +15,9 @@ var batchJobs = schema.GroupVersionResource{Group: "batch", Version: "v1", Resou
 
 // Options tune a validation.
 type Options struct {
-	// DryRun sends every document to an embedded kube-apiserver 1.35.4 with JobSet's CRD and
-	// webhook (server-side dry-run), and each JobSet's child Jobs as its controller makes them.
+	// DryRun sends every document to an embedded kube-apiserver of the release
+	// (Cluster.KubernetesVersion) with JobSet's CRD and webhook (server-side dry-run), and each
+	// JobSet's child Jobs as its controller makes them.
 	DryRun bool
 	// Cluster are the options of the clusters validate starts (control-plane assets, logger);
 	// validate sets what it needs on top.
@@ -32,7 +34,10 @@ type Report struct {
 	DryRun    int `json:"dryRunAccepted"`
 	// DryRunSkipped says why no document was sent to the apiserver, when none was.
 	DryRunSkipped string `json:"dryRunSkipped,omitempty"`
-	// FeatureGates are the dry-run apiserver's gates (restartbed's defaults and Options.Cluster's).
+	// KubernetesVersion is the release the manifests were checked against.
+	KubernetesVersion string `json:"kubernetesVersion"`
+	// FeatureGates are the dry-run apiserver's gates that differ from the release's defaults
+	// (restartbed's and Options.Cluster's).
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
 	Drill        *DrillResult    `json:"drill,omitempty"`
 }
@@ -52,7 +57,11 @@ func (r *Report) Count(s Severity) int {
 // for what kept validate from working (a control plane that would not start), never for a problem
 // in the files: those are findings.
 func Run(ctx context.Context, paths []string, opts Options) (*Report, error) {
-	rep := &Report{}
+	release, err := controlplane.ResolveRelease(opts.Cluster.KubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{KubernetesVersion: release.Kubernetes}
 	add := func(f Finding) { rep.Findings = append(rep.Findings, f) }
 	docs := load(paths, add)
 	rep.Documents = len(docs)
@@ -75,7 +84,7 @@ func Run(ctx context.Context, paths []string, opts Options) (*Report, error) {
 		return rep, fmt.Errorf("starting the apiserver for the dry-run: %w", err)
 	}
 	defer func() { _ = cluster.Stop() }()
-	rep.FeatureGates = cluster.FeatureGates
+	rep.FeatureGates = envtest.ChangedFeatureGates(cluster.Release, cluster.FeatureGates)
 	dr, err := newDryRunner(cluster, add)
 	if err != nil {
 		return rep, err

@@ -63,13 +63,12 @@ func runDemo(ctx context.Context, out, progress io.Writer, parallelism int32, no
 		return err
 	}
 	defer cluster.Stop()
-	v := controlplane.CurrentVersions()
-	fmt.Fprintf(out, "control plane: kube-apiserver %s, etcd %s, started in %s (binaries from the %s: %s)\n",
-		v.Kubernetes, v.Etcd, time.Since(start).Round(100*time.Millisecond), cluster.Assets.Source, cluster.Assets.Dir)
-	fmt.Fprintf(out, "feature gates: %s\n", enabledGates(cluster.FeatureGates))
-	fmt.Fprintf(out, "controllers:   job, garbage collector, node lifecycle (upstream, k8s.io/kubernetes %s); timing %s\n",
-		v.Kubernetes, cluster.Timing.Name)
-	fmt.Fprintf(out, "nodes:         %s (emulated kubelets, restartbed's scheduler)\n\n", strings.Join(cluster.Kubelet.NodeNames(), ", "))
+	r := cluster.Release
+	fmt.Fprintf(out, "control plane: Kubernetes %s (etcd %s), started in %s (binaries from the %s: %s)\n",
+		r.Kubernetes, r.Etcd, time.Since(start).Round(100*time.Millisecond), cluster.Assets.Source, cluster.Assets.Dir)
+	fmt.Fprintf(out, "feature gates: %s\n", describeGates(cluster))
+	fmt.Fprintf(out, "controllers:   kube-controller-manager and kube-scheduler %s; timing %s\n", r.Kubernetes, cluster.Timing.Name)
+	fmt.Fprintf(out, "nodes:         %s (emulated kubelets)\n\n", strings.Join(cluster.Kubelet.NodeNames(), ", "))
 
 	c := cluster.Client
 	job := &batchv1.Job{

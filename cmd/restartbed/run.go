@@ -26,7 +26,7 @@ const (
 
 func newRunCommand() *cobra.Command {
 	var parallel int
-	var junit, trace, timingName string
+	var junit, trace, timingName, version string
 	cmd := &cobra.Command{
 		Use:   "run FILE|DIR...",
 		Short: "Replay scenarios, each on a fresh cluster, and report every step",
@@ -53,19 +53,21 @@ The format is documented in docs/scenarios.md.`,
 				}
 			}
 			return runScenarios(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args,
-				runFlags{parallel: parallel, junit: junit, trace: trace, timing: timingName})
+				runFlags{parallel: parallel, junit: junit, trace: trace, timing: timingName, version: version})
 		},
 	}
 	cmd.Flags().IntVarP(&parallel, "parallel", "p", 1, "scenarios to run at once, each with its own control plane")
 	cmd.Flags().StringVar(&junit, "junit", "", "write JUnit XML to this file (one testcase per step)")
+	addKubernetesVersionFlag(cmd.Flags(), &version)
+	cmd.Flags().Lookup("kubernetes-version").Usage = "run every scenario on this Kubernetes release instead of its spec.kubernetesVersion; " + cmd.Flags().Lookup("kubernetes-version").Usage
 	cmd.Flags().StringVar(&timingName, "timing", "", "run every scenario in this timing profile ("+strings.Join(timing.Names(), ", ")+") instead of its spec.timing")
 	cmd.Flags().StringVar(&trace, "trace", "", "write every observed object change to this file as JSON lines; with several scenarios, FILE gets each scenario's name before its extension")
 	return cmd
 }
 
 type runFlags struct {
-	parallel             int
-	junit, trace, timing string
+	parallel                      int
+	junit, trace, timing, version string
 }
 
 func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, flags runFlags) error {
@@ -83,9 +85,26 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 			sc.Spec.Timing = flags.timing
 		}
 	}
-	// Build or find the control plane once, before any scenario starts its own.
-	if _, err := controlplane.Ensure(controlplane.Options{Progress: errOut}); err != nil {
-		return exitError{code: exitFailed, err: err}
+	// Build or find each release's control plane once, before any scenario starts its own.
+	built := map[string]bool{}
+	for _, sc := range all {
+		if flags.version != "" {
+			sc.Spec.KubernetesVersion = flags.version
+		}
+		r, err := controlplane.ResolveRelease(sc.Spec.KubernetesVersion)
+		if err == nil {
+			_, err = envtest.ResolveFeatureGates(r, sc.Spec.FeatureGates)
+		}
+		if err != nil {
+			return exitError{code: exitInvalid, err: fmt.Errorf("%s: %w", sc.File, err)}
+		}
+		if built[r.Kubernetes] {
+			continue
+		}
+		if _, err := controlplane.Ensure(r, controlplane.Options{Progress: errOut}); err != nil {
+			return exitError{code: exitFailed, err: err}
+		}
+		built[r.Kubernetes] = true
 	}
 	progress := scenarios.SyncWriter(out)
 	results := make([]*scenarios.Result, len(all))
@@ -110,24 +129,17 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 			traces[i] = f
 		}
 	}
-	// The upstream Job controller's back-off is process-wide, so scenarios of different timing
-	// profiles never run at the same time: each profile's scenarios run as one batch.
-	for _, batch := range batchesByTiming(all) {
-		sem := make(chan struct{}, flags.parallel)
-		var wg sync.WaitGroup
-		for _, i := range batch {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				results[i] = scenarios.Run(ctx, all[i], scenarios.RunOptions{Progress: progress, Trace: traces[i],
-					Configure: func(o *envtest.Options) { o.Logger = &logger }})
-			})
-		}
-		wg.Wait()
-		if ctx.Err() != nil {
-			break
-		}
+	sem := make(chan struct{}, flags.parallel)
+	var wg sync.WaitGroup
+	for i := range all {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			results[i] = scenarios.Run(ctx, all[i], scenarios.RunOptions{Progress: progress, Trace: traces[i],
+				Configure: func(o *envtest.Options) { o.Logger = &logger }})
+		})
 	}
+	wg.Wait()
 	if flags.junit != "" {
 		if err := writeJUnit(flags.junit, results); err != nil {
 			return exitError{code: exitFailed, err: err}
@@ -146,22 +158,6 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 	return nil
 }
 
-// batchesByTiming groups scenario indexes by timing profile, in order of first appearance.
-func batchesByTiming(all []*scenarios.Scenario) [][]int {
-	var order []string
-	byTiming := map[string][]int{}
-	for i, sc := range all {
-		if _, ok := byTiming[sc.Spec.Timing]; !ok {
-			order = append(order, sc.Spec.Timing)
-		}
-		byTiming[sc.Spec.Timing] = append(byTiming[sc.Spec.Timing], i)
-	}
-	batches := make([][]int, 0, len(order))
-	for _, t := range order {
-		batches = append(batches, byTiming[t])
-	}
-	return batches
-}
 
 func writeJUnit(path string, results []*scenarios.Result) error {
 	var done []*scenarios.Result

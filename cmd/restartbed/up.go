@@ -33,6 +33,8 @@ const agentContainer = "in-place-restart-agent"
 type upFlags struct {
 	nodes        int
 	timing       string
+	version      string
+	jobSet       bool
 	featureGates map[string]bool
 	kubeconfig   string
 	from         string
@@ -45,19 +47,22 @@ func newUpCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a cluster with emulated nodes until Ctrl-C, for kubectl and your own controllers",
-		Long: `up starts the control plane (kube-apiserver and etcd 1.35 with the in-place restart gates), the
-upstream Job, garbage-collector and node lifecycle controllers, restartbed's JobSet controller and
-webhook, and an emulated kubelet with --nodes nodes; writes a kubeconfig for the cluster admin and
+		Long: `up starts the control plane of a Kubernetes release (etcd, kube-apiserver, kube-controller-manager
+with all its default controllers, and kube-scheduler; --kubernetes-version, default the newest),
+restartbed's JobSet controller and webhook, and an emulated kubelet with --nodes nodes, with the
+gates in-place restart needs; writes a kubeconfig for the cluster admin and
 prints how to use it; and runs until interrupted (Ctrl-C or SIGTERM), then stops everything and
 removes the kubeconfig.
 
 Containers named in-place-restart-agent, or whose image contains it, run restartbed's builtin
 agent; every other container runs its command and args in the emulated runtime (busybox-like
-shell and tools), or until stopped when it has none. --from takes the nodes, timing, feature
-gates, programs and objects of a scenario file instead (its steps are not run); flags given as
+shell and tools), or until stopped when it has none. --from takes the nodes, timing, Kubernetes
+version, feature gates, programs and objects of a scenario file instead (its steps are not run); flags given as
 well override it.
 
-The emulated kubelets serve no kubelet API: kubectl logs, exec and port-forward do not work.`,
+The emulated kubelets serve no kubelet API: kubectl logs, exec and port-forward do not work.
+Run your own controller instead of restartbed's JobSet controller with --jobset=false; see
+docs/control-plane.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.set = func(name string) bool { return cmd.Flags().Changed(name) }
@@ -69,6 +74,8 @@ The emulated kubelets serve no kubelet API: kubectl logs, exec and port-forward 
 		fmt.Sprintf("timing profile of every component: %s", strings.Join(timing.Names(), " or ")))
 	cmd.Flags().Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates",
 		"feature gates of the apiserver and the kubelets, merged over restartbed's defaults: A=true,B=false")
+	addKubernetesVersionFlag(cmd.Flags(), &f.version)
+	cmd.Flags().BoolVar(&f.jobSet, "jobset", true, "run restartbed's JobSet controller and webhook; false leaves room for your own (docs/control-plane.md)")
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "restartbed.kubeconfig",
 		"where to write the kubeconfig; an existing file is replaced only if restartbed wrote it")
 	cmd.Flags().StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and objects to use")
@@ -104,6 +111,15 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 			return opts, nil, fmt.Errorf("--timing: %w", err)
 		}
 		opts.Timing = &profile
+	}
+	if f.set("jobset") {
+		opts.JobSet = f.jobSet
+	}
+	if f.from == "" || f.set("kubernetes-version") {
+		if _, err := controlplane.ResolveRelease(f.version); err != nil {
+			return opts, nil, fmt.Errorf("--kubernetes-version: %w", err)
+		}
+		opts.KubernetesVersion = f.version
 	}
 	if len(f.featureGates) > 0 {
 		gates := maps.Clone(opts.FeatureGates)
@@ -187,12 +203,17 @@ func checkReplaceable(path string) error {
 }
 
 func printUp(out io.Writer, cluster *envtest.Cluster, kubeconfig string, sc *scenarios.Scenario, took time.Duration) {
-	v := controlplane.CurrentVersions()
-	fmt.Fprintf(out, "restartbed is up (%s): kube-apiserver %s at %s\n", took.Round(100*time.Millisecond), v.Kubernetes, cluster.Config.Host)
+	fmt.Fprintf(out, "restartbed is up (%s): Kubernetes %s at %s\n", took.Round(100*time.Millisecond), cluster.Release.Kubernetes, cluster.Config.Host)
 	fmt.Fprintf(out, "  nodes:         %s\n", strings.Join(cluster.Kubelet.NodeNames(), ", "))
 	fmt.Fprintf(out, "  timing:        %s\n", cluster.Timing.Name)
-	fmt.Fprintf(out, "  feature gates: %s\n", enabledGates(cluster.FeatureGates))
-	fmt.Fprintln(out, "  controllers:   job, garbage collector, node lifecycle (upstream); JobSet controller and webhook (restartbed)")
+	fmt.Fprintf(out, "  feature gates: %s\n", describeGates(cluster))
+	controllers := "kube-controller-manager and kube-scheduler (upstream)"
+	if cluster.JobSetRunning() {
+		controllers += "; JobSet controller and webhook (restartbed)"
+	} else {
+		controllers += "; no JobSet controller (--jobset=false): run your own with this kubeconfig"
+	}
+	fmt.Fprintf(out, "  controllers:   %s\n", controllers)
 	if sc != nil {
 		fmt.Fprintf(out, "  objects:       %d applied from %s (namespace %s)\n", len(sc.Objects), sc.File, sc.Spec.Namespace)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,22 +25,24 @@ type validateFlags struct {
 	drillTimeout time.Duration
 	drillTiming  string
 	featureGates map[string]bool
+	version      string
 }
 
 func newValidateCommand() *cobra.Command {
 	f := validateFlags{featureGates: map[string]bool{}}
 	cmd := &cobra.Command{
 		Use:   "validate FILE|DIR...",
-		Short: "Check JobSet, Job, Pod, RBAC and policy manifests against what a 1.35 cluster with JobSet v0.12 does",
+		Short: "Check JobSet, Job, Pod, RBAC and policy manifests against what a cluster with JobSet v0.12 does",
 		Long: `validate reads manifests (a directory stands for its *.yaml and *.yml files) and reports, before
-anything is deployed, what a Kubernetes 1.35 cluster with JobSet v0.12 would refuse or mis-handle:
+anything is deployed, what a Kubernetes cluster (--kubernetes-version, default the newest supported)
+with JobSet v0.12 would refuse or mis-handle:
 
   parse      YAML syntax and tabs, placeholders design documents use ("...", X, <CHANGE ME>),
              unknown or wrongly cased keys (Spec:), values of the wrong kind
   draft      names from the KEP drafts that shipped under another name (RestartPod, NoIn,
              Terminate, onExit, PodRestartInPlace, the epoch fields and annotation, the agent's
              draft variables, Kueue's old annotation), each with the released name
-  apiserver  a server-side dry-run on an embedded kube-apiserver 1.35.4 with JobSet's CRD and
+  apiserver  a server-side dry-run on an embedded kube-apiserver of that release with JobSet's CRD and
              webhook, in the apiserver's own words; each JobSet's child Jobs too, as the
              controller would create them
   readiness  what in-place restart needs and nothing else checks: the agent sidecar, its rules,
@@ -60,7 +63,11 @@ Every check is documented in docs/validate.md.`,
 			if f.output != "text" && f.output != "json" {
 				return exitError{code: exitInvalid, err: fmt.Errorf("-o must be text or json, got %q", f.output)}
 			}
-			if _, err := envtest.ResolveFeatureGates(f.featureGates); err != nil {
+			release, err := resolveRelease(f.version)
+			if err != nil {
+				return err
+			}
+			if _, err := envtest.ResolveFeatureGates(release, f.featureGates); err != nil {
 				return exitError{code: exitInvalid, err: fmt.Errorf("--feature-gates: %w", err)}
 			}
 			if _, err := timing.ByName(f.drillTiming); err != nil {
@@ -76,6 +83,7 @@ Every check is documented in docs/validate.md.`,
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", true, "send the manifests to the embedded apiserver (server-side dry-run); false checks offline")
 	cmd.Flags().Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates",
 		"gates of the dry-run apiserver (and the drill's kubelets), merged over restartbed's defaults: A=true,B=false")
+	addKubernetesVersionFlag(cmd.Flags(), &f.version)
 	cmd.Flags().BoolVar(&f.drill, "drill", false, "run the manifests on emulated nodes, crash one worker and time the group restart")
 	cmd.Flags().StringVar(&f.drillTiming, "drill-timing", timing.Realistic().Name,
 		fmt.Sprintf("timing profile of the drill's cluster: %s", strings.Join(timing.Names(), " or ")))
@@ -86,7 +94,7 @@ Every check is documented in docs/validate.md.`,
 func runValidate(ctx context.Context, out, progress io.Writer, paths []string, f validateFlags) error {
 	opts := validate.Options{
 		DryRun:  f.dryRun,
-		Cluster: envtest.Options{Assets: controlplane.Options{Progress: progress}, Logger: &logger, FeatureGates: f.featureGates},
+		Cluster: envtest.Options{Assets: controlplane.Options{Progress: progress}, Logger: &logger, FeatureGates: f.featureGates, KubernetesVersion: f.version},
 	}
 	if f.drill {
 		opts.Drill = &validate.DrillOptions{Timeout: f.drillTimeout, Timing: f.drillTiming}
@@ -120,14 +128,35 @@ func summary(rep *validate.Report) string {
 		s += "; dry-run: " + rep.DryRunSkipped
 	} else {
 		s += fmt.Sprintf("; the apiserver accepted %d of %d", rep.DryRun, rep.Documents)
-		s += "\nthe dry-run apiserver ran with feature gates " + enabledGates(rep.FeatureGates)
-		if rep.FeatureGates[envtest.GateRestartAllContainers] {
-			s += fmt.Sprintf("; %s and %s are alpha and off by default in 1.35, so a target cluster's apiserver and kubelets need them for RestartAllContainers (--feature-gates %s=false,%s=false shows what a cluster without them says)",
-				envtest.GateRestartAllContainers, envtest.GateNodeDeclaredFeatures, envtest.GateRestartAllContainers, envtest.GateNodeDeclaredFeatures)
-		}
+		s += gatesNote(rep)
 	}
 	if rep.Drill != nil {
 		s += "\n" + rep.Drill.String()
+	}
+	return s
+}
+
+// gatesNote says which release the dry-run checked against, and which gates a cluster of that
+// release must turn on for what restartbed turned on.
+func gatesNote(rep *validate.Report) string {
+	if len(rep.FeatureGates) == 0 {
+		return fmt.Sprintf("\nchecked against Kubernetes %s with its default feature gates", rep.KubernetesVersion)
+	}
+	s := fmt.Sprintf("\nchecked against Kubernetes %s with feature gates %s", rep.KubernetesVersion, envtest.FormatFeatureGates(rep.FeatureGates))
+	var on []string
+	for name, enabled := range rep.FeatureGates {
+		if enabled {
+			on = append(on, name)
+		}
+	}
+	if len(on) > 0 {
+		slices.Sort(on)
+		off := make([]string, len(on))
+		for i, name := range on {
+			off[i] = name + "=false"
+		}
+		s += fmt.Sprintf("; %s are off by default in %s, so a target cluster's apiserver and kubelets need them turned on (--feature-gates %s shows what a cluster without them says)",
+			strings.Join(on, " and "), rep.KubernetesVersion, strings.Join(off, ","))
 	}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/mod/semver"
 )
 
 //go:embed reaper_main.go
@@ -50,8 +53,8 @@ func buildOnce(opts Options, dir, what, hint string, build buildFunc) error {
 	start := opts.Clock.Now()
 	if err := build(opts, scratch, out); err != nil {
 		return fmt.Errorf("building %s failed (the build directory %s is kept for inspection; "+
-			"retry with `make envtest-assets`, or point %s at prebuilt binaries, see docs/control-plane.md): %w",
-			what, scratch, AssetsEnv, err)
+			"retry with `restartbed assets`, see docs/control-plane.md): %w",
+			what, scratch, err)
 	}
 	if err := os.Rename(out, dir); err != nil {
 		return fmt.Errorf("moving the build of %s into place: %w", what, err)
@@ -81,19 +84,74 @@ func lock(opts Options, path, what string) (func(), error) {
 	}, nil
 }
 
-// buildControlPlane writes the tools module into scratch and builds both binaries from it.
-func buildControlPlane(opts Options, scratch, out string) error {
-	for name, data := range map[string][]byte{"go.mod": toolsMod, "go.sum": toolsSum} {
-		if err := os.WriteFile(filepath.Join(scratch, name), data, 0o644); err != nil {
+// buildRelease builds the release's binaries into out: kube-apiserver, kube-scheduler and the
+// thin mains from the release's Kubernetes module, in one go build so that they share its work;
+// etcd from the release's etcd module; then the feature-gate registry, by running its main.
+func buildRelease(opts Options, r Release, scratch, out string) error {
+	kube := filepath.Join(scratch, "kubernetes")
+	files := map[string][]byte{"go.mod": r.file("kubernetes.mod"), "go.sum": r.file("kubernetes.sum")}
+	mains, err := fs.ReadDir(mainFiles, "mains")
+	if err != nil {
+		return err
+	}
+	targets := []string{kubernetesModule + "/cmd/kube-apiserver", kubernetesModule + "/cmd/kube-scheduler"}
+	for _, m := range mains {
+		name := strings.TrimSuffix(m.Name(), ".go")
+		src, err := fs.ReadFile(mainFiles, "mains/"+m.Name())
+		if err != nil {
 			return err
 		}
+		// The ignore tag keeps the mains out of this package; in the scratch module each is a command.
+		files[filepath.Join(name, "main.go")] = []byte(strings.Replace(string(src), "//go:build ignore\n", "", 1))
+		targets = append(targets, "./"+name)
 	}
-	for _, b := range []struct{ name, pkg string }{
-		{EtcdBinary, etcdModule},
-		{KubeAPIServerBinary, kubernetesModule + "/cmd/kube-apiserver"},
-	} {
-		if err := goBuild(opts, scratch, filepath.Join(out, b.name), b.pkg); err != nil {
-			return fmt.Errorf("%s: %w", b.name, err)
+	if err := writeFiles(kube, files); err != nil {
+		return err
+	}
+	start := opts.Clock.Now()
+	if err := goBuild(opts, kube, out+string(filepath.Separator), versionFlags(r.Kubernetes), targets...); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.Progress, "restartbed: built kube-apiserver, kube-controller-manager and kube-scheduler %s in %s\n",
+		r.Kubernetes, opts.Clock.Since(start).Round(time.Second))
+
+	etcd := filepath.Join(scratch, "etcd")
+	if err := writeFiles(etcd, map[string][]byte{"go.mod": r.file("etcd.mod"), "go.sum": r.file("etcd.sum")}); err != nil {
+		return err
+	}
+	start = opts.Clock.Now()
+	if err := goBuild(opts, etcd, filepath.Join(out, EtcdBinary), "", etcdModule); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.Progress, "restartbed: built etcd %s in %s\n", r.Etcd, opts.Clock.Since(start).Round(time.Second))
+
+	return nil
+}
+
+// versionFlags stamp the binaries with their release, as upstream's build does
+// (hack/lib/version.sh), so /version, --version and the components' logs name it.
+func versionFlags(v string) string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(semver.MajorMinor(v), "v"), ".")
+	flags := []string{"-s", "-w"} // as upstream's release builds (hack/lib/golang.sh)
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		flags = append(flags,
+			"-X "+pkg+".gitVersion="+v,
+			"-X "+pkg+".gitMajor="+major,
+			"-X "+pkg+".gitMinor="+minor,
+			"-X "+pkg+".gitTreeState=clean",
+			"-X "+pkg+".buildDate=1970-01-01T00:00:00Z")
+	}
+	return strings.Join(flags, " ")
+}
+
+func writeFiles(dir string, files map[string][]byte) error {
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -105,13 +163,17 @@ func buildGuard(opts Options, scratch, out string) error {
 	if err := os.WriteFile(src, guardSource, 0o644); err != nil {
 		return err
 	}
-	return goBuild(opts, scratch, filepath.Join(out, guardBinary), src)
+	return goBuild(opts, scratch, filepath.Join(out, guardBinary), "", src)
 }
 
 // goBuild runs the Go toolchain that built this program, isolated from the caller's module,
 // workspace and flags, without cgo, and never fetching a toolchain.
-func goBuild(opts Options, dir, output, target string) error {
-	cmd := exec.Command(goTool(), "build", "-trimpath", "-o", output, target)
+func goBuild(opts Options, dir, output, ldflags string, targets ...string) error {
+	args := []string{"build", "-trimpath", "-o", output}
+	if ldflags != "" {
+		args = append(args, "-ldflags="+ldflags)
+	}
+	cmd := exec.Command(goTool(), append(args, targets...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false", "CGO_ENABLED=0", "GOTOOLCHAIN=local")
@@ -119,7 +181,7 @@ func goBuild(opts Options, dir, output, target string) error {
 	cmd.Stdout = &tail
 	cmd.Stderr = &tail
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", target, err, lastLines(tail.String(), 30))
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(targets, " "), err, lastLines(tail.String(), 30))
 	}
 	return nil
 }

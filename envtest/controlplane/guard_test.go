@@ -20,7 +20,7 @@ import (
 // anyone stopping it: this is what keeps a killed test run from leaking a control plane.
 func TestGuardKillsTheBinaryWhenItsParentDies(t *testing.T) {
 	cache := t.TempDir()
-	opts := Options{Progress: &syncBuffer{}, CacheDir: cache, SearchFrom: cache}
+	opts := Options{Progress: &syncBuffer{}, CacheDir: cache}
 	if err := opts.complete(); err != nil {
 		t.Fatal(err)
 	}
@@ -32,17 +32,18 @@ func TestGuardKillsTheBinaryWhenItsParentDies(t *testing.T) {
 	if err := os.MkdirAll(realDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{KubeAPIServerBinary, EtcdBinary} {
+	for _, name := range Binaries {
 		// Stands in for the real binary: it runs until it is killed.
 		if err := os.WriteFile(filepath.Join(realDir, name), []byte("#!/bin/sh\nexec sleep 300\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	assets := Assets{Dir: realDir, Guard: guard}
-	_, etcd, err := assets.Guarded(filepath.Join(cache, "guarded"))
+	paths, err := assets.Guarded(filepath.Join(cache, "guarded"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	etcd := paths[EtcdBinary]
 
 	// The parent starts the guarded binary, prints its pid, lives a moment and exits.
 	parent := exec.Command("sh", "-c", `"$0" & echo $!; read _ || true`, etcd)

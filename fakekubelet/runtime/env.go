@@ -6,8 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/kubernetes/pkg/fieldpath"
-	"k8s.io/kubernetes/third_party/forked/golang/expansion"
 )
 
 // EnvOf resolves a container's environment as the kubelet does: values with $(VAR) references
@@ -22,7 +20,7 @@ func EnvOf(pod *corev1.Pod, c *corev1.Container, podIP, hostIP string) ([]string
 		var v string
 		switch {
 		case e.ValueFrom == nil:
-			v = expansion.Expand(e.Value, expansion.MappingFuncFor(values))
+			v = expandVars(e.Value, values)
 		case e.ValueFrom.FieldRef != nil:
 			var err error
 			v, err = fieldValue(pod, e.ValueFrom.FieldRef.FieldPath, podIP, hostIP)
@@ -57,7 +55,7 @@ func fieldValue(pod *corev1.Pod, path, podIP, hostIP string) (string, error) {
 	case "status.podIP", "status.podIPs":
 		return podIP, nil
 	}
-	return fieldpath.ExtractFieldPathAsString(pod, path)
+	return metadataField(pod, path)
 }
 
 // resourceValue resolves a resourceFieldRef against the container's own resources; a missing
@@ -88,10 +86,9 @@ func expandArgs(argv, env []string) []string {
 			values[k] = v
 		}
 	}
-	mapping := expansion.MappingFuncFor(values)
 	out := make([]string, len(argv))
 	for i, a := range argv {
-		out[i] = expansion.Expand(a, mapping)
+		out[i] = expandVars(a, values)
 	}
 	return out
 }

@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
+	"k8s.io/kubectl/pkg/util/qos"
 
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"

@@ -3,14 +3,14 @@ package failurerecovery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
-	"k8s.io/kubernetes/pkg/util/taints"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -109,7 +109,7 @@ func (r *Reconciler) Generic(event.TypedGenericEvent[*corev1.Pod]) bool { return
 type NodePredicate struct{}
 
 func unreachable(n *corev1.Node) bool {
-	return taints.TaintKeyExists(n.Spec.Taints, corev1.TaintNodeUnreachable)
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
 }
 
 func (NodePredicate) Create(e event.TypedCreateEvent[*corev1.Node]) bool {
@@ -157,7 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if patched.Status.Phase != corev1.PodFailed && patched.Status.Phase != corev1.PodSucceeded {
 		patched.Status.Phase = corev1.PodFailed
 	}
-	conditionChanged := podutil.UpdatePodCondition(&patched.Status, &condition)
+	conditionChanged := upsertCondition(&patched.Status, condition, r.clock.Now())
 	if conditionChanged || patched.Status.Phase != pod.Status.Phase {
 		if err := r.client.Status().Patch(ctx, patched, client.MergeFrom(pod)); err != nil {
 			return ctrl.Result{}, err
@@ -205,4 +205,24 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, handler.TypedEnqueueRequestsFromMapFunc(r.podsOf), NodePredicate{})).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Complete(r)
+}
+
+// upsertCondition sets the condition in status, as the pod status helpers of the controllers
+// do: a new condition, or one whose status changes, gets now as its transition time; one whose
+// status stays keeps its time and takes the new reason and message. It reports whether anything
+// changed.
+func upsertCondition(status *corev1.PodStatus, condition corev1.PodCondition, now time.Time) bool {
+	condition.LastTransitionTime = metav1.NewTime(now)
+	i := slices.IndexFunc(status.Conditions, func(c corev1.PodCondition) bool { return c.Type == condition.Type })
+	if i < 0 {
+		status.Conditions = append(status.Conditions, condition)
+		return true
+	}
+	old := status.Conditions[i]
+	if old.Status == condition.Status {
+		condition.LastTransitionTime = old.LastTransitionTime
+	}
+	status.Conditions[i] = condition
+	return old.Status != condition.Status || old.Reason != condition.Reason || old.Message != condition.Message ||
+		!old.LastProbeTime.Equal(&condition.LastProbeTime)
 }

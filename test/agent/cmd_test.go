@@ -41,7 +41,7 @@ var _ = Describe("cmd/agent", func() {
 		path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
 		Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
 
-		ns := specs.NewNamespace(ctx, cluster.Client)
+		ns := specs.NewNamespace(ctx, cluster)
 		js := inPlaceJobSet(ns, "bin")
 		js.Spec.ReplicatedJobs[0].Replicas = 1
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())

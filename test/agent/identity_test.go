@@ -33,7 +33,7 @@ var _ = Describe("The agent's identity", Ordered, func() {
 	})
 
 	It("may set its own pod's attempt annotation and nothing else (config/agent RBAC and policy)", func(ctx context.Context) {
-		ns := specs.NewNamespace(ctx, cluster.Client)
+		ns := specs.NewNamespace(ctx, cluster)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		var pods [2]*corev1.Pod
 		for i, name := range []string{"mine", "theirs"} {

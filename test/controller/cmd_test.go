@@ -43,7 +43,7 @@ var _ = Describe("cmd/controller", Ordered, func() {
 		DeferCleanup(func() { session.Kill().Wait(10 * time.Second) })
 		Eventually(session.Err).WithTimeout(Timeout).Should(gbytes.Say("Starting the JobSet controller"))
 
-		ns := specs.NewNamespace(ctx, bare.Client)
+		ns := specs.NewNamespace(ctx, bare)
 		js := plainJobSet(ns, "outside", 2, "sleep 3600")
 		Expect(bare.Client.Create(ctx, js)).To(Succeed())
 		Eventually(func(g Gomega) {

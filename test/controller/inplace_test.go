@@ -65,7 +65,7 @@ func allRunning(ctx context.Context, js *jobsetv1alpha2.JobSet, n int, restarts 
 
 var _ = Describe("InPlaceRestart", func() {
 	It("holds every worker behind the barrier, then restarts the whole group in place when one fails (KEP-467)", func(ctx context.Context) {
-		ns := specs.NewNamespace(ctx, cluster.Client)
+		ns := specs.NewNamespace(ctx, cluster)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := sidecarModeJobSet(ns, "train", 3, 3)
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
@@ -113,7 +113,7 @@ var _ = Describe("InPlaceRestart", func() {
 	})
 
 	It("converges with a replacement pod when a pod is deleted outright (reference §2.3)", func(ctx context.Context) {
-		ns := specs.NewNamespace(ctx, cluster.Client)
+		ns := specs.NewNamespace(ctx, cluster)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := sidecarModeJobSet(ns, "lost", 2, 3)
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
@@ -140,7 +140,7 @@ var _ = Describe("InPlaceRestart", func() {
 	})
 
 	It("restarts in main-container mode: the agent runs the worker and a Restart rule restarts it", func(ctx context.Context) {
-		ns := specs.NewNamespace(ctx, cluster.Client)
+		ns := specs.NewNamespace(ctx, cluster)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := sidecarModeJobSet(ns, "main-mode", 2, 3)
 		pod := &js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec
@@ -177,7 +177,7 @@ var _ = Describe("InPlaceRestart", func() {
 
 	It("seed Story 2 in released names: exit Z replaces the pod and the group re-syncs; exit Y fails the JobSet", func(ctx context.Context) {
 		const recoverable, fatal = 3, 4 // the story's Z and Y
-		ns := specs.NewNamespace(ctx, cluster.Client)
+		ns := specs.NewNamespace(ctx, cluster)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := sidecarModeJobSet(ns, "story2", 2, 5)
 		js.Spec.FailurePolicy.Rules = []jobsetv1alpha2.FailurePolicyRule{{Name: "unrecoverable", Action: jobsetv1alpha2.FailJobSet,
@@ -222,7 +222,7 @@ var _ = Describe("InPlaceRestart", func() {
 	})
 
 	It("fails the JobSet with ReachedMaxRestarts once the attempts exceed maxRestarts", func(ctx context.Context) {
-		ns := specs.NewNamespace(ctx, cluster.Client)
+		ns := specs.NewNamespace(ctx, cluster)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := sidecarModeJobSet(ns, "short", 2, 1)
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())

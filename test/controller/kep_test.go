@@ -57,7 +57,7 @@ var _ = Describe("KEP-467 integration cases", Ordered, func() {
 	}
 
 	BeforeAll(func(ctx context.Context) {
-		ns = specs.NewNamespace(ctx, cluster.Client)
+		ns = specs.NewNamespace(ctx, cluster)
 		js = sidecarModeJobSet(ns, "kep", 3, 10)
 		js.Spec.Suspend = ptr.To(true)
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())

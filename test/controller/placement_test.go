@@ -32,7 +32,7 @@ func jobsOf(ctx context.Context, g Gomega, js *jobsetv1alpha2.JobSet, rj string)
 
 var _ = Describe("Per-Job restarts, ordered resume, exclusive placement and volume claims", func() {
 	var ns string
-	BeforeEach(func(ctx context.Context) { ns = specs.NewNamespace(ctx, cluster.Client) })
+	BeforeEach(func(ctx context.Context) { ns = specs.NewNamespace(ctx, cluster) })
 
 	It("with a RestartJob rule, recreates only the failed Job and counts it towards maxRestarts", func(ctx context.Context) {
 		js := plainJobSet(ns, "perjob", 2, "sleep 3600")

@@ -82,7 +82,7 @@ func runningPodWith(ctx context.Context, g Gomega, namespace string, labels clie
 
 var _ = Describe("Recreate and the failure policy", func() {
 	var ns string
-	BeforeEach(func(ctx context.Context) { ns = specs.NewNamespace(ctx, cluster.Client) })
+	BeforeEach(func(ctx context.Context) { ns = specs.NewNamespace(ctx, cluster) })
 
 	It("completes a JobSet whose Jobs all succeed", func(ctx context.Context) {
 		js := plainJobSet(ns, "done", 2, "sleep 1")

@@ -49,7 +49,7 @@ func createWithWarnings(ctx context.Context, js *jobsetv1alpha2.JobSet) ([]strin
 
 var _ = Describe("The JobSet admission webhook", func() {
 	var ns string
-	BeforeEach(func(ctx context.Context) { ns = specs.NewNamespace(ctx, cluster.Client) })
+	BeforeEach(func(ctx context.Context) { ns = specs.NewNamespace(ctx, cluster) })
 
 	// Upstream's TestValidateCreate, group inPlaceRestartTests (reference §4.3), against the real
 	// apiserver: 422 Invalid with upstream's messages.

@@ -47,7 +47,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 
 func newNamespace(ctx context.Context) string {
 	GinkgoHelper()
-	return specs.NewNamespace(ctx, k8s)
+	return specs.NewNamespace(ctx, cluster)
 }
 
 // podsOf lists the pods the Job controller made for job in the suite's cluster.

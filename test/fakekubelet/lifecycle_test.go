@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -321,6 +322,8 @@ var _ = Describe("Pod lifecycle", func() {
 	})
 
 	It("gives in-process programs the pod's service account, which RBAC then judges", func(ctx context.Context) {
+		// ServiceAccount admission refuses a pod whose service account does not exist.
+		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns}})).To(Succeed())
 		pod := builders.MakePod("whoami", ns).Container(builders.MakeContainer("whoami").Obj()).Obj()
 		pod.Spec.ServiceAccountName = "agent"
 		Expect(k8s.Create(ctx, pod)).To(Succeed())

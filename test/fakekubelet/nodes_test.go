@@ -50,8 +50,9 @@ var _ = Describe("nodes", Label("nodes"), func() {
 			corev1.NodeAddress{Type: corev1.NodeHostName, Address: "tpu-1"},
 		))
 		Expect(tpu.Spec.PodCIDR).To(Equal("10.64.1.0/24"))
-		Expect(tpu.Status.NodeInfo.KubeletVersion).To(Equal("v1.35.4"))
-		Expect(tpu.Status.DeclaredFeatures).To(ConsistOf("RestartAllContainersOnContainerExits"),
+		Expect(tpu.Status.NodeInfo.KubeletVersion).To(Equal(cluster.Release.Kubernetes))
+		// A 1.37 kubelet declares, with its default gates, in-place pod-level resize as well.
+		Expect(tpu.Status.DeclaredFeatures).To(ContainElement("RestartAllContainersOnContainerExits"),
 			"a kubelet with the RestartAllContainers gate declares it")
 	})
 

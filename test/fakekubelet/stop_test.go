@@ -44,7 +44,7 @@ var _ = Describe("stopping the kubelet", Label("nodes"), Ordered, func() {
 			return 0
 		})
 		k, err := fakekubelet.New(fakekubelet.Options{
-			Config: quiet.Config, Timing: quiet.Timing,
+			Config: quiet.Config, Timing: quiet.Timing, KubeletVersion: quiet.Release.Kubernetes,
 			Pools:    []fakekubelet.NodePool{{Name: "leak", Count: 2}},
 			Programs: []program.Rule{{Container: "server", Program: server}},
 		})
@@ -54,7 +54,7 @@ var _ = Describe("stopping the kubelet", Label("nodes"), Ordered, func() {
 		Expect(quiet.Client.Get(ctx, client.ObjectKey{Name: "leak-1"}, &node)).To(Succeed())
 
 		By("running pods: scripts that ignore SIGTERM, a program, probes, a sidecar")
-		ns := specs.NewNamespace(ctx, quiet.Client)
+		ns := specs.NewNamespace(ctx, quiet)
 		for i := range 4 {
 			pod := builders.MakePod(fmt.Sprintf("busy-%d", i), ns).
 				InitContainer(builders.MakeContainer("sidecar").RestartPolicy(corev1.ContainerRestartPolicyAlways).Shell("sleep 3600").Obj()).
@@ -64,6 +64,8 @@ var _ = Describe("stopping the kubelet", Label("nodes"), Ordered, func() {
 				HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8081)}}}
 			// The quiet cluster has no node lifecycle controller to lift the not-ready taint.
 			pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+			// Nor a scheduler: the pods are bound by name.
+			pod.Spec.NodeName = fmt.Sprintf("leak-%d", i%2)
 			Expect(quiet.Client.Create(ctx, pod)).To(Succeed())
 		}
 		Eventually(func(g Gomega) {

@@ -103,5 +103,5 @@ var pinger = program.Func(func(ctx context.Context, c *program.Container) int {
 
 func newNamespace(ctx context.Context) string {
 	GinkgoHelper()
-	return specs.NewNamespace(ctx, k8s)
+	return specs.NewNamespace(ctx, cluster)
 }

@@ -1,6 +1,7 @@
 //go:build linux
 
-// Package lifetime proves that no kube-apiserver or etcd outlives the process that started it.
+// Package lifetime proves that no control-plane process outlives the process that started it,
+// and that a killed run's files go at the next start.
 package lifetime
 
 import (
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/internal/procfs"
 )
 
@@ -27,19 +29,23 @@ func TestLifetimeChild(t *testing.T) {
 	if os.Getenv(childEnv) == "" {
 		return
 	}
-	c, err := envtest.Start(context.Background(), envtest.Options{DisableControllerManager: true})
+	c, err := envtest.Start(context.Background(), envtest.Options{Nodes: []fakekubelet.NodePool{{Name: "n", Count: 1}}})
 	if err != nil {
 		fmt.Println("FAILED", err)
 		os.Exit(3)
 	}
-	fmt.Println("READY", c.Config.Host)
+	fmt.Println("READY", c.Dir())
 	select {} // until a signal ends the process without any cleanup of ours
 }
 
+// The processes of a control plane, by their /proc comm (which keeps 15 bytes of the name).
+var processes = []string{"etcd", "kube-apiserver", "kube-controller", "kube-scheduler"}
+
 // However the process that started a control plane ends — interrupted, terminated or killed,
-// with no Stop and no deferred cleanup — kube-apiserver and etcd end with it.
+// with no Stop and no deferred cleanup — etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler end with it, and the next cluster to start removes the directory it left.
 func TestControlPlaneDiesWithItsProcess(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			child := exec.Command(os.Args[0], "-test.run=^TestLifetimeChild$", "-test.timeout=5m")
 			child.Env = append(os.Environ(), childEnv+"=1")
@@ -61,17 +67,18 @@ func TestControlPlaneDiesWithItsProcess(t *testing.T) {
 			for _, pid := range procfs.Children(child.Process.Pid) {
 				procs[procfs.Command(pid)] = pid
 			}
-			for _, name := range []string{"kube-apiserver", "etcd"} {
+			for _, name := range processes {
 				if procs[name] == 0 {
 					t.Fatalf("no %s among the child's processes %v", name, procs)
 				}
 			}
+			dir := strings.TrimSpace(strings.TrimPrefix(line, "READY"))
 
 			if err := child.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
 			_ = child.Wait()
-			for _, name := range []string{"kube-apiserver", "etcd"} {
+			for _, name := range processes {
 				pid := procs[name]
 				deadline := time.Now().Add(30 * time.Second)
 				for procfs.Alive(pid) {
@@ -81,6 +88,18 @@ func TestControlPlaneDiesWithItsProcess(t *testing.T) {
 					}
 					time.Sleep(50 * time.Millisecond)
 				}
+			}
+
+			if _, err := os.Stat(dir); err != nil {
+				t.Fatalf("the killed run's directory %s: %v; the test cannot tell whether the next start sweeps it", dir, err)
+			}
+			c, err := envtest.Start(context.Background(), envtest.Options{DisableControllerManager: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Stop()
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the killed run's directory %s is still there after the next start (%v)", dir, err)
 			}
 		})
 	}

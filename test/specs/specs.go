@@ -33,13 +33,16 @@ func StartCluster(ctx context.Context, opts envtest.Options) *envtest.Cluster {
 	return c
 }
 
-// NewNamespace creates a namespace for the current spec and deletes it after the spec.
-func NewNamespace(ctx context.Context, c client.Client) string {
+// NewNamespace creates a namespace for the current spec, waits until it can hold pods (its
+// default service account), and deletes it after the spec.
+func NewNamespace(ctx context.Context, cluster *envtest.Cluster) string {
 	GinkgoHelper()
+	c := cluster.Client
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "spec-"}}
 	Expect(c.Create(ctx, ns)).To(Succeed())
 	DeferCleanup(func(ctx context.Context) {
 		Expect(client.IgnoreNotFound(c.Delete(ctx, ns))).To(Succeed())
 	})
+	Expect(cluster.WaitForDefaultServiceAccount(ctx, ns.Name)).To(Succeed())
 	return ns.Name
 }

@@ -1,0 +1,197 @@
+package envtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+
+	"github.com/restartbed/restartbed/envtest/controlplane"
+)
+
+// componentStopGrace is how long a component has to exit after SIGTERM before it is killed.
+const componentStopGrace = 10 * time.Second
+
+// component is a control-plane process that envtest starts itself: kube-controller-manager and
+// kube-scheduler (controller-runtime's envtest starts etcd and kube-apiserver). It keeps the
+// last lines of the process's output, so that a component that exits early can say why.
+type component struct {
+	name string
+	cmd  *exec.Cmd
+	tail *tailWriter
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit, read after done
+}
+
+// startComponent starts path with args. It must run on the launcher's thread: the guard ties the
+// process's life to the thread that started it.
+func startComponent(name, path string, args []string, out io.Writer) (*component, error) {
+	c := &component{name: name, tail: &tailWriter{max: 40}, done: make(chan struct{})}
+	c.cmd = exec.Command(path, args...)
+	c.cmd.Stdout = io.MultiWriter(out, c.tail)
+	c.cmd.Stderr = c.cmd.Stdout
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() {
+		c.err = c.cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// exited reports, without waiting, whether the process has exited, and how.
+func (c *component) exited() error {
+	select {
+	case <-c.done:
+		return fmt.Errorf("%s exited (%v); its last output:\n%s", c.name, c.err, c.tail)
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM and waits for the exit, killing the process after componentStopGrace.
+// A process that had already exited on its own is an error, with its last output.
+func (c *component) stop() error {
+	if err := c.exited(); err != nil {
+		return err
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-clock.RealClock{}.After(componentStopGrace): // a process's grace is wall time, whatever clock the cluster runs on
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+	return nil
+}
+
+// tailWriter keeps the last max lines written to it.
+type tailWriter struct {
+	max int
+
+	mu      sync.Mutex
+	lines   []string
+	partial bytes.Buffer
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.partial.Write(p)
+	for {
+		line, err := t.partial.ReadString('\n')
+		if errors.Is(err, io.EOF) {
+			t.partial.WriteString(line) // keep the unfinished line
+			break
+		}
+		t.lines = append(t.lines, strings.TrimRight(line, "\n"))
+		if len(t.lines) > t.max {
+			t.lines = t.lines[len(t.lines)-t.max:]
+		}
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(append(t.lines[:len(t.lines):len(t.lines)], t.partial.String()), "\n")
+}
+
+// startComponents starts kube-controller-manager (unless disabled) and, when there are nodes,
+// kube-scheduler, and waits until the controller-manager works: its service-account controller
+// has given the default namespace its "default" service account, which every pod needs.
+func (c *Cluster) startComponents(ctx context.Context, opts Options, paths map[string]string, out io.Writer) error {
+	kubeconfig, err := c.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
+		componentKubeconfig: kubeconfig,
+		componentCA:         c.env.ControlPlane.APIServer.SecureServing.CA,
+	}
+	nodes := 0
+	for _, p := range opts.Nodes {
+		nodes += p.Count
+	}
+	if len(opts.Nodes) > 0 {
+		files[schedulerConfigFile] = []byte(schedulerConfig(c.work.file(componentKubeconfig), nodes))
+	}
+	for name, data := range files {
+		if err := os.WriteFile(c.work.file(name), data, 0o600); err != nil {
+			return fmt.Errorf("writing the components' files: %w", err)
+		}
+	}
+
+	type start struct {
+		binary string
+		args   []string
+	}
+	var starts []start
+	if !opts.DisableControllerManager {
+		starts = append(starts, start{controlplane.KubeControllerManagerBinary, c.controllerManagerArgs(
+			c.work.file(componentKubeconfig), c.work.file(componentCA), nodes, opts.ControllerManagerFlags)})
+	}
+	if len(opts.Nodes) > 0 {
+		starts = append(starts, start{controlplane.KubeSchedulerBinary, c.schedulerArgs(c.work.file(schedulerConfigFile), opts.SchedulerFlags)})
+	}
+	for _, s := range starts {
+		var comp *component
+		c.launcher.do(func() { comp, err = startComponent(s.binary, paths[s.binary], s.args, out) })
+		if err != nil {
+			return err
+		}
+		c.components = append(c.components, comp)
+	}
+	if opts.DisableControllerManager {
+		return nil
+	}
+	c.controllerManager = true
+	err = wait.PollUntilContextTimeout(ctx, componentPollInterval, componentStartTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, comp := range c.components {
+			if err := comp.exited(); err != nil {
+				return false, err
+			}
+		}
+		_, err := c.Clientset.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, defaultServiceAccount, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for kube-controller-manager %s to create the default service account: %w", c.Release.Kubernetes, err)
+	}
+	return nil
+}
+
+// Files in the cluster's directory that the components read.
+const (
+	componentKubeconfig = "admin.kubeconfig"
+	componentCA         = "ca.crt"
+	schedulerConfigFile = "kube-scheduler.yaml"
+)
+
+// defaultServiceAccount is the service account the controller-manager creates in every namespace.
+const defaultServiceAccount = "default"
+
+const (
+	componentPollInterval = 25 * time.Millisecond
+	componentStartTimeout = 2 * time.Minute
+	// serviceAccountTimeout bounds the wait for a new namespace's default service account; the
+	// controller-manager creates it within milliseconds of the namespace.
+	serviceAccountTimeout = time.Minute
+)

@@ -1,0 +1,91 @@
+// Package library checks the promise restartbed makes to the projects that import it: the
+// library links no Kubernetes release (k8s.io/kubernetes) and its go.mod needs no replace and
+// asks only for the oldest supported minor's libraries, so that a project on any supported
+// minor keeps its own (docs/control-plane.md). The consumer modules under examples/ prove the
+// same from the other side.
+package library
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/semver"
+
+	"github.com/restartbed/restartbed/envtest/controlplane"
+)
+
+// root is the repository, two folders up from this package.
+var root = filepath.Join("..", "..")
+
+// library lists the packages a project can import: everything but commands, tests, build tools
+// and examples.
+func library(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", filepath.Join(root, "...")).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []string
+	for _, p := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(p, "github.com/restartbed/restartbed")
+		if strings.HasPrefix(rel, "/cmd") || strings.HasPrefix(rel, "/test") || strings.HasPrefix(rel, "/hack") || strings.HasPrefix(rel, "/examples") {
+			continue
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("found only %d library packages: %v", len(pkgs), pkgs)
+	}
+	return pkgs
+}
+
+func TestLibraryLinksNoKubernetesRelease(t *testing.T) {
+	pkgs := library(t)
+	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	var linked []string
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "k8s.io/kubernetes" || strings.HasPrefix(dep, "k8s.io/kubernetes/") {
+			linked = append(linked, dep)
+		}
+	}
+	if len(linked) > 0 {
+		t.Errorf("the library links %d packages of k8s.io/kubernetes, which pins its users to one Kubernetes minor: %v", len(linked), linked)
+	}
+}
+
+func TestGoModAsksForTheOldestSupportedMinor(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mod.Replace) > 0 {
+		t.Errorf("go.mod replaces %s: a replace binds every importing project", mod.Replace[0].Old.Path)
+	}
+	oldest := controlplane.Releases()[0]
+	staging := "v0." + strings.TrimPrefix(semver.MajorMinor(oldest.Kubernetes), "v1.")
+	for _, r := range mod.Require {
+		switch {
+		case r.Mod.Path == "k8s.io/kubernetes":
+			t.Errorf("go.mod requires k8s.io/kubernetes")
+		case strings.HasPrefix(r.Mod.Path, "k8s.io/") && strings.HasPrefix(r.Mod.Version, "v0.") && semver.MajorMinor(r.Mod.Version) != "v0.0":
+			if got := semver.MajorMinor(r.Mod.Version); got != staging {
+				t.Errorf("go.mod requires %s %s; the oldest supported minor is %s (%s)", r.Mod.Path, r.Mod.Version, oldest.Minor(), staging)
+			}
+		case r.Mod.Path == "sigs.k8s.io/controller-runtime":
+			if got := semver.MajorMinor(r.Mod.Version); got != "v0.23" {
+				t.Errorf("go.mod requires controller-runtime %s; the one of Kubernetes %s is v0.23", r.Mod.Version, oldest.Minor())
+			}
+		}
+	}
+}
