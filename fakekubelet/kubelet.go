@@ -33,11 +33,11 @@ const apiWorkers = 16
 
 // Kubelet emulates the kubelets of every node of a cluster, and its scheduler.
 type Kubelet struct {
-	opts     Options
-	client   kubernetes.Interface
-	clock    clock.WithTicker
-	nodes    []*node
-	byName   map[string]*node
+	opts   Options
+	client kubernetes.Interface
+	clock  clock.WithTicker
+	nodes  []*node
+	byName map[string]*node
 	// nodeLister reads the nodes as the API has them (the informer's view).
 	nodeLister corelisters.NodeLister
 	pods       *pods

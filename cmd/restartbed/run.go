@@ -158,7 +158,6 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 	return nil
 }
 
-
 func writeJUnit(path string, results []*scenarios.Result) error {
 	var done []*scenarios.Result
 	for _, r := range results {

@@ -85,7 +85,7 @@ func TestLoadReleases(t *testing.T) {
 			fs: fstest.MapFS{
 				"releases/v1.10/kubernetes.mod": mod(kubernetesModule, "v1.10.1"), "releases/v1.10/etcd.mod": mod(etcdModule, "v3.1.0"),
 				"releases/v1.10/featuregates.json": gates, "releases/v1.10/nodefeatures.json": features,
-				"releases/v1.9/kubernetes.mod":     mod(kubernetesModule, "v1.9.3"), "releases/v1.9/etcd.mod": mod(etcdModule, "v3.0.0"),
+				"releases/v1.9/kubernetes.mod": mod(kubernetesModule, "v1.9.3"), "releases/v1.9/etcd.mod": mod(etcdModule, "v3.0.0"),
 				"releases/v1.9/featuregates.json": gates, "releases/v1.9/nodefeatures.json": features,
 			},
 			want: []string{"v1.9.3", "v1.10.1"},
