@@ -177,9 +177,11 @@ type FlowControl struct {
 
 // Memory is the peak resident memory of each process of the run, in bytes.
 type Memory struct {
-	Restartbed int64 `json:"restartbedBytes"`
-	APIServer  int64 `json:"kubeAPIServerBytes,omitempty"`
-	Etcd       int64 `json:"etcdBytes,omitempty"`
+	Restartbed        int64 `json:"restartbedBytes"`
+	APIServer         int64 `json:"kubeAPIServerBytes,omitempty"`
+	Etcd              int64 `json:"etcdBytes,omitempty"`
+	ControllerManager int64 `json:"kubeControllerManagerBytes,omitempty"`
+	Scheduler         int64 `json:"kubeSchedulerBytes,omitempty"`
 }
 
 func (o *Options) complete() error {
@@ -316,71 +318,87 @@ func benchNamespace(ctx context.Context, cluster *envtest.Cluster, name string) 
 	return name, nil
 }
 
-// processes are the run's: this one and its children kube-apiserver and etcd (0 if not found).
-type processes struct{ restartbed, apiServer, etcd int }
+// The run's processes, in the order of processes' fields: this one and its children.
+const (
+	procRestartbed = iota
+	procAPIServer
+	procEtcd
+	procControllerManager
+	procScheduler
+	procCount
+)
+
+// processes are the pids of the run's processes (0 if not found).
+type processes [procCount]int
+
+// childCommands name the children by their /proc comm, which keeps 15 bytes of a name.
+var childCommands = map[string]int{
+	"kube-apiserver":  procAPIServer,
+	"etcd":            procEtcd,
+	"kube-controller": procControllerManager,
+	"kube-scheduler":  procScheduler,
+}
 
 func findProcesses() processes {
-	p := processes{restartbed: os.Getpid()}
-	for _, pid := range procfs.Children(p.restartbed) {
-		switch procfs.Command(pid) {
-		case "kube-apiserver":
-			p.apiServer = pid
-		case "etcd":
-			p.etcd = pid
+	var p processes
+	p[procRestartbed] = os.Getpid()
+	for _, pid := range procfs.Children(p[procRestartbed]) {
+		if i, ok := childCommands[procfs.Command(pid)]; ok {
+			p[i] = pid
 		}
 	}
 	return p
 }
 
-// each reads f for the three processes; a process not found or gone reads as zero.
-func each[T any](p processes, f func(pid int) (T, error)) (restartbed, apiServer, etcd T) {
-	read := func(pid int) T {
-		var zero T
+// each reads f for every process; a process not found or gone reads as zero.
+func each[T any](p processes, f func(pid int) (T, error)) [procCount]T {
+	var out [procCount]T
+	for i, pid := range p {
 		if pid == 0 {
-			return zero
+			continue
 		}
-		v, err := f(pid)
-		if err != nil {
-			return zero
+		if v, err := f(pid); err == nil {
+			out[i] = v
 		}
-		return v
 	}
-	return read(p.restartbed), read(p.apiServer), read(p.etcd)
+	return out
 }
 
 // peakMemory reads the peak RSS of the run's processes.
 func (p processes) peakMemory() Memory {
-	var m Memory
-	m.Restartbed, m.APIServer, m.Etcd = each(p, procfs.PeakRSS)
-	return m
+	v := each(p, procfs.PeakRSS)
+	return Memory{Restartbed: v[procRestartbed], APIServer: v[procAPIServer], Etcd: v[procEtcd],
+		ControllerManager: v[procControllerManager], Scheduler: v[procScheduler]}
 }
 
 // CPU is the CPU time each process of the run used over a span, and what the machine had.
 type CPU struct {
-	Restartbed Duration `json:"restartbedSeconds"`
-	APIServer  Duration `json:"kubeAPIServerSeconds"`
-	Etcd       Duration `json:"etcdSeconds"`
+	Restartbed        Duration `json:"restartbedSeconds"`
+	APIServer         Duration `json:"kubeAPIServerSeconds"`
+	Etcd              Duration `json:"etcdSeconds"`
+	ControllerManager Duration `json:"kubeControllerManagerSeconds"`
+	Scheduler         Duration `json:"kubeSchedulerSeconds"`
 	// Available is the span's wall time times the cores Go could use.
 	Available Duration `json:"availableSeconds"`
 }
 
 // cpuMark is a reading of the processes' CPU times.
 type cpuMark struct {
-	at                          time.Time
-	restartbed, apiServer, etcd time.Duration
+	at   time.Time
+	used [procCount]time.Duration
 }
 
 func (p processes) cpu() cpuMark {
-	m := cpuMark{at: time.Now()}
-	m.restartbed, m.apiServer, m.etcd = each(p, procfs.CPUTime)
-	return m
+	return cpuMark{at: time.Now(), used: each(p, procfs.CPUTime)}
 }
 
 // since is the CPU used from m to now.
 func (p processes) since(m cpuMark) CPU {
 	now := p.cpu()
-	return CPU{Restartbed: Duration(now.restartbed - m.restartbed), APIServer: Duration(now.apiServer - m.apiServer),
-		Etcd: Duration(now.etcd - m.etcd), Available: Duration(now.at.Sub(m.at) * time.Duration(goruntime.GOMAXPROCS(0)))}
+	d := func(i int) Duration { return Duration(now.used[i] - m.used[i]) }
+	return CPU{Restartbed: d(procRestartbed), APIServer: d(procAPIServer), Etcd: d(procEtcd),
+		ControllerManager: d(procControllerManager), Scheduler: d(procScheduler),
+		Available: Duration(now.at.Sub(m.at) * time.Duration(goruntime.GOMAXPROCS(0)))}
 }
 
 // errTimeout wraps what a wait that ran out found.

@@ -60,8 +60,7 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		was(fmt.Sprintf("%.0f", r.Bound.CreatesPerSecond), pick(func(p *Report) string { return fmt.Sprintf("%.0f", p.Bound.CreatesPerSecond) })),
 		was(fmt.Sprintf("%.0f", r.Bound.PatchesPerSecond), pick(func(p *Report) string { return fmt.Sprintf("%.0f", p.Bound.PatchesPerSecond) })))
 	if c := r.Bound.CPU; c.Available > 0 {
-		fmt.Fprintf(tw, "CPU while bound: restartbed, apiserver, etcd / available\t%.0fs, %.0fs, %.0fs / %.0fs\n",
-			c.Restartbed.Seconds(), c.APIServer.Seconds(), c.Etcd.Seconds(), c.Available.Seconds())
+		fmt.Fprintf(tw, "CPU while bound: %s / available\t%s / %.0fs\n", cpuColumns, c.seconds(), c.Available.Seconds())
 	}
 	tw.Flush()
 
@@ -93,9 +92,8 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		row("API writes", func(m *Restart) string { return fmt.Sprint(m.WritesTotal) })
 		row("their time at the write bound", func(m *Restart) string { return m.AtBound.String() })
 		row("restart / time at the bound", func(m *Restart) string { return orDash(m.OverBound > 0, fmt.Sprintf("%.2f×", m.OverBound)) })
-		row("CPU: restartbed, apiserver, etcd / available", func(m *Restart) string {
-			return orDash(m.CPU.Available > 0, fmt.Sprintf("%.0fs, %.0fs, %.0fs / %.0fs", m.CPU.Restartbed.Seconds(), m.CPU.APIServer.Seconds(),
-				m.CPU.Etcd.Seconds(), m.CPU.Available.Seconds()))
+		row("CPU: "+cpuColumns+" / available", func(m *Restart) string {
+			return orDash(m.CPU.Available > 0, fmt.Sprintf("%s / %.0fs", m.CPU.seconds(), m.CPU.Available.Seconds()))
 		})
 		row("apiserver CPU: the writes at the bound's cost / in all", func(m *Restart) string {
 			return orDash(m.WritesCPU > 0, fmt.Sprintf("%.0fs / %.0fs", m.WritesCPU.Seconds(), m.CPU.APIServer.Seconds()))
@@ -143,7 +141,9 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		}
 		fmt.Fprintf(w, "\nrecreate / in place: %s\n", was(fmt.Sprintf("%.1f×", r.RecreateOverInPlace), then))
 	}
-	fmt.Fprintf(w, "peak RSS: restartbed %s, kube-apiserver %s, etcd %s\n", byteSize(r.Memory.Restartbed), byteSize(r.Memory.APIServer), byteSize(r.Memory.Etcd))
+	fmt.Fprintf(w, "peak RSS: restartbed %s, kube-apiserver %s, etcd %s, kube-controller-manager %s, kube-scheduler %s\n",
+		byteSize(r.Memory.Restartbed), byteSize(r.Memory.APIServer), byteSize(r.Memory.Etcd),
+		byteSize(r.Memory.ControllerManager), byteSize(r.Memory.Scheduler))
 
 	for _, m := range r.Restarts {
 		fmt.Fprintf(w, "\n%s: where the time went (from the worker's exit)\n", m.Strategy)
@@ -240,4 +240,13 @@ func byteSize(n int64) string {
 	default:
 		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
 	}
+}
+
+// cpuColumns names the processes of CPU.seconds, in its order.
+const cpuColumns = "restartbed, apiserver, etcd, controller-manager, scheduler"
+
+// seconds is each process's CPU time, in whole seconds, in cpuColumns' order.
+func (c CPU) seconds() string {
+	return fmt.Sprintf("%.0fs, %.0fs, %.0fs, %.0fs, %.0fs", c.Restartbed.Seconds(), c.APIServer.Seconds(), c.Etcd.Seconds(),
+		c.ControllerManager.Seconds(), c.Scheduler.Seconds())
 }

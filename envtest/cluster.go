@@ -109,6 +109,7 @@ type Cluster struct {
 	controllerManager bool
 	jobSet            *runningManager
 	kueue             *runningManager
+	storage           *runningManager
 	work              *workDir
 
 	stopOnce sync.Once
@@ -239,6 +240,12 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := c.startComponents(ctx, opts, paths, out); err != nil {
 		return err
 	}
+	// Without a controller-manager no volume would be bound to a claim.
+	if !opts.DisableControllerManager {
+		if err := c.startStorage(ctx, opts.Logger); err != nil {
+			return err
+		}
+	}
 
 	if opts.JobSet {
 		logger := logr.Discard()
@@ -293,6 +300,9 @@ func (c *Cluster) Stop() error {
 		}
 		if c.kueue != nil {
 			errs = append(errs, c.kueue.stop())
+		}
+		if c.storage != nil {
+			errs = append(errs, c.storage.stop())
 		}
 		if c.launcher != nil {
 			errs = append(errs, c.launcher.stop(c.env))

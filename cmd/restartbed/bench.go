@@ -28,6 +28,7 @@ type benchFlags struct {
 	compare          string
 	jitter           bool
 	timing           string
+	version          string
 	timeout          time.Duration
 	heartbeats       float64
 	cpuProfile       string
@@ -79,11 +80,12 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 				}
 			}
 			opts.Progress = cmd.ErrOrStderr()
-			opts.Cluster = envtest.Options{Assets: controlplane.Options{Progress: cmd.ErrOrStderr()}, Logger: &logger}
+			opts.Cluster = envtest.Options{Assets: controlplane.Options{Progress: cmd.ErrOrStderr()}, Logger: &logger, KubernetesVersion: f.version}
 			return runBench(cmd.Context(), cmd.OutOrStdout(), opts, f, previous)
 		},
 	}
 	cmd.Flags().IntVar(&f.pods, "pods", 100, "workers, one pod per emulated node")
+	addKubernetesVersionFlag(cmd.Flags(), &f.version)
 	cmd.Flags().IntVar(&f.podsPerJob, "pods-per-job", bench.DefaultPodsPerJob, "pods per Job (parallelism); --pods must be a multiple")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "both", "inplace, recreate or both")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
@@ -115,6 +117,9 @@ func (f benchFlags) options() (bench.Options, error) {
 	profile, err := timing.ByName(f.timing)
 	if err != nil {
 		return opts, fmt.Errorf("--timing: %w", err)
+	}
+	if _, err := controlplane.ResolveRelease(f.version); err != nil {
+		return opts, fmt.Errorf("--kubernetes-version: %w", err)
 	}
 	opts.Timing = &profile
 	return opts, bench.CheckOptions(opts)
