@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	// The in-place-restart agent registers itself as the fake kubelet's builtin program "agent".
 	_ "github.com/restartbed/restartbed/agent"
@@ -70,6 +71,11 @@ type Options struct {
 	// JobSet runs restartbed's JobSet controller (with the InPlaceRestart gate on) and serves
 	// its admission webhook to the apiserver, as a cluster with JobSet installed has them.
 	JobSet bool
+	// Webhooks are your own admission webhooks: their configurations (or Paths to manifests of
+	// them), which Start registers with the apiserver pointing at a loopback port with a
+	// certificate of its own; serve them there (Cluster.WebhookServerOptions). Not with JobSet,
+	// whose webhook takes that port.
+	Webhooks crenvtest.WebhookInstallOptions
 	// ControlPlaneOutput receives the logs of etcd, kube-apiserver, kube-controller-manager and
 	// kube-scheduler. Default: discarded.
 	ControlPlaneOutput io.Writer
@@ -146,6 +152,9 @@ func newCluster(opts Options) (*Cluster, error) {
 	if err := profile.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.JobSet && ownWebhooks(opts.Webhooks) {
+		return nil, errors.New("Options.JobSet and Options.Webhooks: restartbed's JobSet webhook and yours would share envtest's one webhook port; set JobSet false to run your own")
+	}
 	if err := fakekubelet.ValidatePools(opts.Nodes); err != nil {
 		return nil, fmt.Errorf("node pools: %w", err)
 	}
@@ -215,8 +224,14 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
-	if opts.JobSet {
+	switch {
+	case opts.JobSet:
 		c.env.WebhookInstallOptions = webhookInstallOptions()
+	case ownWebhooks(opts.Webhooks):
+		c.env.WebhookInstallOptions = opts.Webhooks
+		if c.env.WebhookInstallOptions.LocalServingHost == "" {
+			c.env.WebhookInstallOptions.LocalServingHost = "127.0.0.1"
+		}
 	}
 	for _, dir := range []string{apiserver.CertDir, c.env.ControlPlane.Etcd.DataDir} {
 		if err := os.Mkdir(dir, 0o700); err != nil {
@@ -274,6 +289,18 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// WebhookServerOptions says where the apiserver calls the webhooks of Options.Webhooks: give it
+// to your webhook server (controller-runtime's webhook.NewServer, or ctrl.Options.WebhookServer).
+func (c *Cluster) WebhookServerOptions() webhook.Options {
+	wio := c.env.WebhookInstallOptions
+	return webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}
+}
+
+// ownWebhooks reports whether the options name any webhook.
+func ownWebhooks(w crenvtest.WebhookInstallOptions) bool {
+	return len(w.Paths) > 0 || len(w.MutatingWebhooks) > 0 || len(w.ValidatingWebhooks) > 0
 }
 
 // Dir is the cluster's directory: etcd's data, the apiserver's certificates, the components'

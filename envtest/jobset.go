@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/restartbed/restartbed/controller"
 )
@@ -61,10 +60,10 @@ func webhookInstallOptions() crenvtest.WebhookInstallOptions {
 // startJobSet starts the controller and serves the webhook where envtest told the apiserver it
 // is; it returns once the webhook answers and the controller's caches have synced.
 func (c *Cluster) startJobSet(ctx context.Context, logger logr.Logger) error {
-	wio := c.env.WebhookInstallOptions
+	serving := c.WebhookServerOptions()
 	mgr, err := controller.NewManager(ctx, c.Config, controller.ManagerOptions{
 		Scheme: c.Scheme, Logger: logger.WithName("jobset"), Clock: c.Clock, Gates: controller.DefaultFeatureGates(),
-		Webhook:            &webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir},
+		Webhook:            &serving,
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -235,7 +236,9 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		return fmt.Errorf("fakekubelet: pod index: %w", err)
 	}
 	p.informer = informer
+	v := version.MustParseSemantic(k.opts.KubeletVersion) // checked by Options.complete
 	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Notify: func(uid types.UID) { p.queue.Add(uid) },
+		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
 		ConfigFor: func(pod *corev1.Pod) *rest.Config {
 			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)
 			if n := p.nodes[pod.Spec.NodeName]; n != nil {

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/restartbed/restartbed/agent"
@@ -97,6 +98,7 @@ func drill(ctx context.Context, docs []*Document, opts DrillOptions, base envtes
 	if js == nil {
 		return &DrillResult{Skipped: "no JobSet with restartStrategy InPlaceRestart among the manifests"}
 	}
+	objects = append(objects, missingServiceAccounts(js, docs)...)
 	if opts.Timing == "" {
 		opts.Timing = timing.Realistic().Name
 	}
@@ -118,7 +120,7 @@ func drill(ctx context.Context, docs []*Document, opts DrillOptions, base envtes
 	var report strings.Builder
 	run := scenarios.Run(ctx, sc, scenarios.RunOptions{Progress: &report, Configure: func(o *envtest.Options) {
 		o.Assets, o.Logger, o.ControlPlaneOutput = base.Assets, base.Logger, base.ControlPlaneOutput
-		o.FeatureGates = base.FeatureGates
+		o.FeatureGates, o.KubernetesVersion = base.FeatureGates, base.KubernetesVersion
 	}})
 	res.Report = report.String()
 	if len(run.Steps) > drillStepRestart && run.Steps[drillStepRestart].Status == scenarios.Passed {
@@ -228,4 +230,31 @@ func (p drillPlan) scenario(js *jobsetv1alpha2.JobSet, opts DrillOptions) map[st
 			},
 		},
 	}
+}
+
+// missingServiceAccounts are the service accounts the JobSet's pods name that the files do not
+// hold. A cluster refuses those pods until the accounts exist (readiness warns about each); the
+// drill creates them, empty, so that it measures the restart rather than stopping there.
+func missingServiceAccounts(js *jobsetv1alpha2.JobSet, docs []*Document) []scenarios.Object {
+	have := map[string]bool{}
+	for _, d := range docs {
+		if d.Kind() == "ServiceAccount" && d.Object != nil {
+			have[nsName(d.Object.GetNamespace(), d.Object.GetName())] = true
+		}
+	}
+	var objs []scenarios.Object
+	for _, rj := range js.Spec.ReplicatedJobs {
+		name := rj.Template.Spec.Template.Spec.ServiceAccountName
+		if name == "" || name == "default" || have[nsName(js.Namespace, name)] {
+			continue
+		}
+		have[nsName(js.Namespace, name)] = true
+		sa := &unstructured.Unstructured{}
+		sa.SetAPIVersion("v1")
+		sa.SetKind("ServiceAccount")
+		sa.SetName(name)
+		sa.SetNamespace(js.Namespace)
+		objs = append(objs, scenarios.Object{Unstructured: sa, Origin: "drill: service account " + name + " of JobSet " + js.Name})
+	}
+	return objs
 }

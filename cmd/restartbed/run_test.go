@@ -8,22 +8,30 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/restartbed/restartbed/envtest/controlplane"
 )
 
-// markingControlPlane points KUBEBUILDER_ASSETS at a kube-apiserver and an etcd that only leave
-// a mark when they run, and returns the mark's path: a test that must start nothing checks that
-// the mark does not exist.
+// markingControlPlane points the user cache at control planes of every release whose binaries
+// only leave a mark when they run, and returns the mark's path: a test that must start nothing
+// checks that the mark does not exist.
 func markingControlPlane(t *testing.T) string {
 	t.Helper()
-	assets := t.TempDir()
+	cache := t.TempDir()
 	mark := filepath.Join(t.TempDir(), "started")
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
-		script := "#!/bin/sh\ntouch " + mark + "\nexit 1\n"
-		if err := os.WriteFile(filepath.Join(assets, bin), []byte(script), 0o755); err != nil {
+	for _, r := range controlplane.Releases() {
+		dir := filepath.Join(cache, "restartbed", "controlplane", r.Key())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		for _, bin := range controlplane.Binaries {
+			script := "#!/bin/sh\ntouch " + mark + "\nexit 1\n"
+			if err := os.WriteFile(filepath.Join(dir, bin), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	t.Setenv("KUBEBUILDER_ASSETS", assets)
+	t.Setenv("XDG_CACHE_HOME", cache)
 	return mark
 }
 
@@ -37,6 +45,8 @@ func TestRunRefusesMalformedScenarios(t *testing.T) {
 		{"missing file", "  objects:\n  - file: nowhere.yaml\n", "s.yaml:6: spec.objects[0].file: cannot read"},
 		{"bad duration", "  steps:\n  - sleep: 5 seconds\n", "s.yaml:6: spec.steps[0].sleep: bad duration \"5 seconds\""},
 		{"two actions in a step", "  steps:\n  - sleep: 1s\n    expect: 'true'\n", "s.yaml:6: spec.steps[0]: 2 actions (expect, sleep)"},
+		{"unsupported Kubernetes version", "  kubernetesVersion: '1.34'\n", "s.yaml:5: spec.kubernetesVersion: Kubernetes 1.34 is not supported; supported: 1.35 (v1.35.8), 1.36 (v1.36.4), 1.37 (v1.37.2)"},
+		{"gate locked in the scenario's release", "  kubernetesVersion: '1.37'\n  featureGates: {NodeDeclaredFeatures: false}\n", "s.yaml:6: spec.featureGates: feature gates of Kubernetes v1.37.2: cannot set feature gate NodeDeclaredFeatures to false"},
 		{"bad pod reference", "  steps:\n  - exec: {pod: {selector: 'a in (b'}, container: c, command: [true]}\n", "s.yaml:6: spec.steps[0].exec.pod.selector: bad label selector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,5 +67,32 @@ func TestRunRefusesMalformedScenarios(t *testing.T) {
 				t.Fatal("a control-plane binary ran")
 			}
 		})
+	}
+}
+
+// --kubernetes-version is checked for every scenario, with the scenario's own gates, before
+// anything starts.
+func TestRunChecksTheVersionFlag(t *testing.T) {
+	mark := markingControlPlane(t)
+	file := filepath.Join(t.TempDir(), "s.yaml")
+	// HPAConfigurableTolerance is beta in 1.36 and GA, locked, in 1.37.
+	body := "apiVersion: restartbed.dev/v1alpha1\nkind: Scenario\nmetadata: {name: ok}\nspec:\n  kubernetesVersion: '1.36'\n" +
+		"  featureGates: {HPAConfigurableTolerance: false}\n"
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for version, want := range map[string]string{
+		"1.34": "Kubernetes 1.34 is not supported",
+		"1.37": "s.yaml: feature gates of Kubernetes v1.37.2: cannot set feature gate HPAConfigurableTolerance to false",
+	} {
+		var out, errOut bytes.Buffer
+		err := runScenarios(context.Background(), &out, &errOut, []string{file}, runFlags{parallel: 1, version: version})
+		var exit exitError
+		if !errors.As(err, &exit) || exit.code != exitInvalid || !strings.Contains(err.Error(), want) {
+			t.Errorf("--kubernetes-version %s: got %v, want exit %d saying %q", version, err, exitInvalid, want)
+		}
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("a control-plane binary ran")
 	}
 }

@@ -30,7 +30,7 @@ func (r *Runtime) HTTPGet(ctx context.Context, uid types.UID, port int32, path s
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	req.Header.Set("User-Agent", "kube-probe/1.35")
+	req.Header.Set("User-Agent", r.opts.ProbeUserAgent)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return rec.Code, nil

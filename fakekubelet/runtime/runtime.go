@@ -136,6 +136,9 @@ type Options struct {
 	Notify func(types.UID)
 	// ConfigFor returns the rest.Config a pod's programs use (its service account). Optional.
 	ConfigFor func(*corev1.Pod) *rest.Config
+	// ProbeUserAgent is the User-Agent of HTTP probes; the kubelet sends kube-probe/<major>.<minor>
+	// of its version. Default: kube-probe.
+	ProbeUserAgent string
 }
 
 // Runtime holds the sandboxes of every pod of every emulated node.
@@ -161,6 +164,9 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if opts.Notify == nil {
 		opts.Notify = func(types.UID) {}
+	}
+	if opts.ProbeUserAgent == "" {
+		opts.ProbeUserAgent = "kube-probe"
 	}
 	return &Runtime{opts: opts, pods: map[types.UID]*sandbox{}, nodeStorage: map[string]map[string]*vfs.Volume{},
 		claimStorage: map[string]*vfs.Volume{}}, nil

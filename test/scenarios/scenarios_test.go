@@ -1,5 +1,6 @@
-// Package scenarios runs every bundled scenario of scenarios/examples, each on its own cluster,
-// as `restartbed run` does: the scenarios are both documentation and tests.
+// Package scenarios runs every bundled scenario of scenarios/examples on every supported
+// Kubernetes release, each on its own cluster, as `restartbed run --kubernetes-version` does: the
+// scenarios are both documentation and tests.
 package scenarios
 
 import (
@@ -7,22 +8,29 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/scenarios"
 )
 
 func TestBundledScenarios(t *testing.T) {
-	all, err := scenarios.LoadAll([]string{"../../scenarios/examples"})
-	if err != nil {
-		t.Fatalf("the bundled scenarios must load:\n%v", err)
-	}
-	for _, sc := range all {
-		t.Run(sc.Metadata.Name, func(t *testing.T) {
-			var report strings.Builder
-			res := scenarios.Run(context.Background(), sc, scenarios.RunOptions{Progress: &report})
-			if !res.Passed() {
-				t.Fatalf("scenario %s failed:\n%s", sc.File, report.String())
+	for _, r := range controlplane.Releases() {
+		t.Run(r.Minor(), func(t *testing.T) {
+			all, err := scenarios.LoadAll([]string{"../../scenarios/examples"})
+			if err != nil {
+				t.Fatalf("the bundled scenarios must load:\n%v", err)
 			}
-			t.Logf("%s", report.String())
+			for _, sc := range all {
+				sc.Spec.KubernetesVersion = r.Kubernetes
+				t.Run(sc.Metadata.Name, func(t *testing.T) {
+					t.Parallel()
+					var report strings.Builder
+					res := scenarios.Run(context.Background(), sc, scenarios.RunOptions{Progress: &report})
+					if !res.Passed() {
+						t.Fatalf("scenario %s failed on Kubernetes %s:\n%s", sc.File, r.Kubernetes, report.String())
+					}
+					t.Logf("%s", report.String())
+				})
+			}
 		})
 	}
 }

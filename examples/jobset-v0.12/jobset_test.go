@@ -1,0 +1,209 @@
+// Package jobset runs upstream JobSet v0.12.0's own controllers on restartbed and restarts a
+// JobSet's group in place: the worker exits, restartbed's agent and kubelets restart every pod's
+// containers, and upstream's reconciler moves the JobSet to its next in-place restart attempt.
+package jobset
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	"sigs.k8s.io/jobset/pkg/controllers"
+	"sigs.k8s.io/jobset/pkg/features"
+	"sigs.k8s.io/jobset/pkg/webhooks"
+
+	"github.com/restartbed/restartbed/agent"
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+)
+
+const (
+	namespace = "default"
+	jobSet    = "kubectl-check" // config/samples/jobset-in-place-restart.yaml
+	timeout   = 2 * time.Minute
+)
+
+func TestUpstreamJobSetRestartsInPlaceOnRestartbed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, jobsetapi.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Upstream's webhook configurations, from its module, as its kustomize deploys them.
+	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
+	if err != nil {
+		t.Fatalf("finding sigs.k8s.io/jobset's module: %v", err)
+	}
+	cluster, err := envtest.Start(ctx, envtest.Options{
+		KubernetesVersion: "1.36",
+		Scheme:            scheme,
+		Webhooks: crenvtest.WebhookInstallOptions{Paths: []string{
+			filepath.Join(strings.TrimSpace(string(dir)), "config", "components", "webhook", "manifests.yaml")}},
+		Nodes:    []fakekubelet.NodePool{{Name: "node", Count: 2}},
+		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: agent.BuiltinName}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+
+	// Upstream's manager, as its main.go wires it (indexes, webhooks, reconcilers), with the
+	// InPlaceRestart gate on, serving its webhooks where restartbed registered them.
+	if err := features.SetEnable(features.InPlaceRestart, true); err != nil {
+		t.Fatal(err)
+	}
+	ctrl.SetLogger(logr.Discard())
+	mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{Scheme: scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		WebhookServer: webhook.NewServer(cluster.WebhookServerOptions())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.SetupJobSetIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.SetupPodIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
+	if err := webhooks.Setup(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.NewJobSetReconciler(mgr.GetClient(), scheme, mgr.GetEventRecorder("jobset")).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := controllers.NewPodReconciler(mgr.GetClient(), scheme, mgr.GetEventRecorder("pod")).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	started := mgr.GetWebhookServer().StartedChecker()
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return started(&http.Request{}) == nil, nil
+	}); err != nil {
+		t.Fatalf("waiting for upstream's webhooks to serve: %v", err)
+	}
+
+	for _, file := range []string{"../../config/agent/rbac.yaml", "../../config/samples/jobset-in-place-restart.yaml"} {
+		apply(ctx, t, cluster.Client, file)
+	}
+
+	pods := waitRunning(ctx, t, cluster.Client, 0)
+	uids := map[string]types.UID{}
+	for _, p := range pods {
+		uids[p.Name] = p.UID
+	}
+	if err := cluster.Kubelet.ExitContainer(namespace, pods[0].Name, "worker", 1); err != nil {
+		t.Fatal(err)
+	}
+	after := waitRunning(ctx, t, cluster.Client, 1)
+	for _, p := range after {
+		if uids[p.Name] != p.UID {
+			t.Errorf("pod %s was recreated, want it restarted in place", p.Name)
+		}
+		for _, s := range p.Status.ContainerStatuses {
+			if s.RestartCount == 0 {
+				t.Errorf("container %s of pod %s did not restart", s.Name, p.Name)
+			}
+		}
+	}
+}
+
+// apply creates every object of a YAML file in the namespace.
+func apply(ctx context.Context, t *testing.T, c client.Client, file string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if u.GetNamespace() == "" && u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
+			u.SetNamespace(namespace)
+		}
+		if err := c.Create(ctx, &u); err != nil {
+			t.Fatalf("%s: creating %s %s: %v", file, u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// waitRunning waits until the JobSet is at the in-place restart attempt and each of its pods runs
+// every container, and returns the pods.
+func waitRunning(ctx context.Context, t *testing.T, c client.Client, attempt int32) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	var js jobsetapi.JobSet
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: jobSet}, &js); err != nil {
+			return false, err
+		}
+		if ptr.Deref(js.Status.CurrentInPlaceRestartAttempt, -1) != attempt {
+			return false, nil
+		}
+		if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{jobsetapi.JobSetNameKey: jobSet}); err != nil {
+			return false, err
+		}
+		if len(pods.Items) != 2 {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+				return false, nil
+			}
+			for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+				if s.State.Running == nil {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for JobSet %s at in-place restart attempt %d with its 2 pods running (status %+v, %d pods): %v",
+			jobSet, attempt, js.Status, len(pods.Items), err)
+	}
+	return pods.Items
+}
