@@ -1,9 +1,13 @@
-// Package envtest owns restartbed's control plane: it starts a real kube-apiserver and etcd
-// (through controller-runtime's envtest, imported as crenvtest) with the feature gates that
-// in-place restart needs, installs restartbed's CRDs, runs the upstream controller-manager
-// controllers in-process, and hands back a Cluster with ready clients.
+// Package envtest owns restartbed's cluster: it starts the control plane of the chosen Kubernetes
+// release — etcd and kube-apiserver through controller-runtime's envtest (imported as crenvtest),
+// kube-controller-manager and kube-scheduler as processes of its own — with the flags that the
+// timing profile and the release's feature gates call for, installs restartbed's CRDs, gives the
+// cluster its default StorageClass, runs the in-process parts (the emulated kubelets,
+// restartbed's JobSet controller, Kueue's failure recovery) and hands back a Cluster with ready
+// clients.
 //
 // It must not emulate what the apiserver or an upstream controller does: objects are validated,
-// defaulted and stored by the real apiserver, Jobs are run by the real Job controller.
-// Processes it starts die with the process that started them (see package controlplane).
+// defaulted and stored by the real apiserver, and the release's own controllers and scheduler act
+// on them. Processes it starts die with the process that started them (see package
+// controlplane), and a cluster's files go with it or at the next start.
 package envtest

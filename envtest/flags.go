@@ -8,6 +8,8 @@ import (
 	"time"
 
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/restartbed/restartbed/timing"
 )
 
 // kube-controller-manager and kube-scheduler's client rate limits by default
@@ -61,9 +63,7 @@ func (c *Cluster) controllerManagerArgs(kubeconfig, caFile string, nodes int, ov
 		"kubeconfig":   {kubeconfig},
 		"leader-elect": {"false"},
 		// No serving: restartbed asks the API, not the component, whether it works.
-		"secure-port": {"0"},
-		// The thin main runs upstream's pod GC with the profile's period and quarantine instead.
-		"controllers":                            {"*,-pod-garbage-collector-controller"},
+		"secure-port":                            {"0"},
 		"service-account-private-key-file":       {c.env.ControlPlane.APIServer.CertDir + "/sa-signer.key"},
 		"root-ca-file":                           {caFile},
 		"kube-api-qps":                           {strconv.Itoa(qps)},
@@ -76,8 +76,14 @@ func (c *Cluster) controllerManagerArgs(kubeconfig, caFile string, nodes int, ov
 		"restartbed-job-sync-batch-period":       {t.JobSyncBatchPeriod.String()},
 		"restartbed-job-pod-failure-backoff":     {t.JobPodFailureBackOff.String()},
 		"restartbed-job-pod-failure-backoff-max": {t.JobPodFailureBackOffMax.String()},
-		"restartbed-pod-gc-period":               {t.PodGCPeriod.String()},
-		"restartbed-pod-gc-quarantine":           {t.PodGCQuarantine.String()},
+	}
+	// Upstream's pod GC keeps its period and quarantine in constants: where the profile differs
+	// from them, the thin main runs upstream's controller with the profile's instead of the
+	// command's own, which shares the command's informers and so costs less.
+	if upstream := timing.Realistic(); t.PodGCPeriod != upstream.PodGCPeriod || t.PodGCQuarantine != upstream.PodGCQuarantine {
+		flags["controllers"] = []string{"*,-pod-garbage-collector-controller"}
+		flags["restartbed-pod-gc-period"] = []string{t.PodGCPeriod.String()}
+		flags["restartbed-pod-gc-quarantine"] = []string{t.PodGCQuarantine.String()}
 	}
 	if flag := gatesFlag(c.Release, c.FeatureGates); flag != "" {
 		flags["feature-gates"] = []string{flag}
