@@ -21,6 +21,9 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
 KUBERNETES_RELEASES := v1.35.8 v1.36.4 v1.37.2
 # Modules that use restartbed as a library, one per supported minor; make test runs each.
 EXAMPLES := $(wildcard examples/*/go.mod)
+# The newer supported minors' libraries (minor:k8s.io version:controller-runtime version):
+# hack/compat holds restartbed's go.mod moved to each, and make test runs the unit tests with it.
+COMPAT := 1.36:v0.36.4:v0.24.0 1.37:v0.37.2:v0.25.1
 
 .PHONY: help
 help: ## List the targets.
@@ -54,6 +57,7 @@ kubectl: ## Find or unpack Debian's kubectl (the up test drives it); prints its 
 test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and the library's consumer modules, with the race detector.
 	$(GO) test $(GOTEST_FLAGS) -timeout 30m ./...
 	@for m in $(dir $(EXAMPLES)); do echo "== $$m"; (cd $$m && $(GO) test $(GOTEST_FLAGS) ./...) || exit 1; done
+	@for m in hack/compat/*.mod; do echo "== unit tests with $$m"; $(GO) test -modfile=$$m $(UNIT_PKGS) || exit 1; done
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no control plane).
@@ -63,6 +67,7 @@ test-unit: ## Unit tests only (no control plane).
 generate: ## Regenerate deepcopy code, CRDs and the releases' modules, feature gates and node features.
 	$(TOOLS) controller-gen object paths=./api/... crd:crdVersions=v1,generateEmbeddedObjectMeta=true output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/releases $(KUBERNETES_RELEASES)
+	@for c in $(COMPAT); do IFS=: read -r minor k8s cr <<< "$$c"; hack/compat/generate.sh "$$minor" "$$k8s" "$$cr" 2>/dev/null; done
 
 .PHONY: verify
 verify: ## Fail on unformatted code, vet findings, untidy modules or stale generated files.

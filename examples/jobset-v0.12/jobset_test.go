@@ -1,14 +1,15 @@
-// Package jobset runs upstream JobSet v0.12.0's own controllers on restartbed and restarts a
-// JobSet's group in place: the worker exits, restartbed's agent and kubelets restart every pod's
-// containers, and upstream's reconciler moves the JobSet to its next in-place restart attempt.
+// Package jobset runs upstream JobSet v0.12.0's own controllers on restartbed — in this process,
+// and as its manager binary — and restarts a JobSet's group in place: the worker exits,
+// restartbed's agent and kubelets restart every pod's containers, and upstream's reconciler
+// moves the JobSet to its next in-place restart attempt.
 package jobset
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,40 +48,15 @@ const (
 	timeout   = 2 * time.Minute
 )
 
-func TestUpstreamJobSetRestartsInPlaceOnRestartbed(t *testing.T) {
+// TestUpstreamReconcilersInProcess runs upstream's reconcilers and webhooks in this process,
+// wired as its main.go wires them.
+func TestUpstreamReconcilersInProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	scheme := newScheme(t)
+	cluster := startCluster(ctx, t, scheme)
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, jobsetapi.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Upstream's webhook configurations, from its module, as its kustomize deploys them.
-	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
-	if err != nil {
-		t.Fatalf("finding sigs.k8s.io/jobset's module: %v", err)
-	}
-	cluster, err := envtest.Start(ctx, envtest.Options{
-		KubernetesVersion: "1.36",
-		Scheme:            scheme,
-		Webhooks: crenvtest.WebhookInstallOptions{Paths: []string{
-			filepath.Join(strings.TrimSpace(string(dir)), "config", "components", "webhook", "manifests.yaml")}},
-		Nodes:    []fakekubelet.NodePool{{Name: "node", Count: 2}},
-		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: agent.BuiltinName}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-
-	// Upstream's manager, as its main.go wires it (indexes, webhooks, reconcilers), with the
-	// InPlaceRestart gate on, serving its webhooks where restartbed registered them.
+	// The InPlaceRestart gate on, the webhooks served where restartbed registered them.
 	if err := features.SetEnable(features.InPlaceRestart, true); err != nil {
 		t.Fatal(err)
 	}
@@ -111,17 +87,104 @@ func TestUpstreamJobSetRestartsInPlaceOnRestartbed(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	started := mgr.GetWebhookServer().StartedChecker()
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return started(&http.Request{}) == nil, nil
-	}); err != nil {
-		t.Fatalf("waiting for upstream's webhooks to serve: %v", err)
-	}
+	restartGroupInPlace(ctx, t, cluster)
+}
 
+// TestUpstreamManagerBinary builds upstream's manager (sigs.k8s.io/jobset's main package, in this
+// module, so with JobSet's own dependencies) and runs it as a process against the cluster, with
+// its webhooks and the InPlaceRestart gate, as `restartbed up --jobset=false` users would.
+func TestUpstreamManagerBinary(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "jobset-manager")
+	if out, err := exec.Command("go", "build", "-o", bin, "sigs.k8s.io/jobset").CombinedOutput(); err != nil {
+		t.Fatalf("building upstream's manager: %v\n%s", err, out)
+	}
+	cluster := startCluster(ctx, t, newScheme(t))
+
+	kubeconfig, err := cluster.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := cluster.WebhookServerOptions()
+	config := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+internalCertManagement: {enable: false}
+leaderElection: {leaderElect: false}
+webhook: {host: %q, port: %d, certDir: %q}
+featureGates: {InPlaceRestart: true}
+`, serving.Host, serving.Port, serving.CertDir)
+	for name, data := range map[string][]byte{"kubeconfig": kubeconfig, "config.yaml": []byte(config)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	manager := exec.CommandContext(ctx, bin, "--config", filepath.Join(dir, "config.yaml"),
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	manager.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"))
+	manager.Stdout, manager.Stderr = &logs, &logs
+	if err := manager.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = manager.Wait()
+		if t.Failed() {
+			t.Logf("upstream's manager said:\n%s", lastLines(logs.String(), 40))
+		}
+	})
+	restartGroupInPlace(ctx, t, cluster)
+}
+
+func newScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, jobsetapi.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return scheme
+}
+
+// startCluster starts a 1.36 cluster with two nodes, restartbed's agent for JobSet's agent
+// containers, no JobSet controller of restartbed's, and upstream's webhook configurations
+// registered (from its module, as its kustomize deploys them).
+func startCluster(ctx context.Context, t *testing.T, scheme *runtime.Scheme) *envtest.Cluster {
+	t.Helper()
+	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
+	if err != nil {
+		t.Fatalf("finding sigs.k8s.io/jobset's module: %v", err)
+	}
+	cluster, err := envtest.Start(ctx, envtest.Options{
+		KubernetesVersion: "1.36",
+		Scheme:            scheme,
+		Webhooks: crenvtest.WebhookInstallOptions{Paths: []string{
+			filepath.Join(strings.TrimSpace(string(dir)), "config", "components", "webhook", "manifests.yaml")}},
+		Nodes:    []fakekubelet.NodePool{{Name: "node", Count: 2}},
+		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: agent.BuiltinName}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return cluster
+}
+
+// restartGroupInPlace applies the agent's RBAC and the sample JobSet, waits for its pods, makes
+// one worker exit, and checks that every pod restarted its containers in place and the JobSet
+// moved to attempt 1.
+func restartGroupInPlace(ctx context.Context, t *testing.T, cluster *envtest.Cluster) {
+	t.Helper()
 	for _, file := range []string{"../../config/agent/rbac.yaml", "../../config/samples/jobset-in-place-restart.yaml"} {
 		apply(ctx, t, cluster.Client, file)
 	}
-
 	pods := waitRunning(ctx, t, cluster.Client, 0)
 	uids := map[string]types.UID{}
 	for _, p := range pods {
@@ -141,6 +204,11 @@ func TestUpstreamJobSetRestartsInPlaceOnRestartbed(t *testing.T) {
 			}
 		}
 	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // apply creates every object of a YAML file in the namespace.
@@ -164,8 +232,14 @@ func apply(ctx context.Context, t *testing.T, c client.Client, file string) {
 		if u.GetNamespace() == "" && u.GetKind() != "ClusterRole" && u.GetKind() != "ClusterRoleBinding" {
 			u.SetNamespace(namespace)
 		}
-		if err := c.Create(ctx, &u); err != nil {
-			t.Fatalf("%s: creating %s %s: %v", file, u.GetKind(), u.GetName(), err)
+		// Until the manager serves its webhooks the apiserver cannot call them: try again.
+		var last error
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			last = c.Create(ctx, u.DeepCopy())
+			return last == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: creating %s %s: %v (%v)", file, u.GetKind(), u.GetName(), last, err)
 		}
 	}
 }
