@@ -252,7 +252,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if c.Client, err = client.New(c.Config, client.Options{Scheme: c.Scheme}); err != nil {
 		return fmt.Errorf("building the controller-runtime client: %w", err)
 	}
-	if err := c.startComponents(ctx, opts, paths, out); err != nil {
+	if err := c.startComponents(opts, paths, out); err != nil {
 		return err
 	}
 	// Without a controller-manager no volume would be bound to a claim.
@@ -288,7 +288,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	return nil
+	return c.waitComponents(ctx)
 }
 
 // WebhookServerOptions says where the apiserver calls the webhooks of Options.Webhooks: give it

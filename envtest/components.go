@@ -112,9 +112,8 @@ func (t *tailWriter) String() string {
 }
 
 // startComponents starts kube-controller-manager (unless disabled) and, when there are nodes,
-// kube-scheduler, and waits until the controller-manager works: its service-account controller
-// has given the default namespace its "default" service account, which every pod needs.
-func (c *Cluster) startComponents(ctx context.Context, opts Options, paths map[string]string, out io.Writer) error {
+// kube-scheduler. waitComponents then waits until they work.
+func (c *Cluster) startComponents(opts Options, paths map[string]string, out io.Writer) error {
 	kubeconfig, err := c.Kubeconfig()
 	if err != nil {
 		return err
@@ -156,11 +155,18 @@ func (c *Cluster) startComponents(ctx context.Context, opts Options, paths map[s
 		}
 		c.components = append(c.components, comp)
 	}
-	if opts.DisableControllerManager {
+	c.controllerManager = !opts.DisableControllerManager
+	return nil
+}
+
+// waitComponents waits until the controller-manager works: its service-account controller has
+// given the default namespace its "default" service account, which every pod needs. Start calls
+// it last, so that the controller-manager starts while the in-process parts do.
+func (c *Cluster) waitComponents(ctx context.Context) error {
+	if !c.controllerManager {
 		return nil
 	}
-	c.controllerManager = true
-	err = wait.PollUntilContextTimeout(ctx, componentPollInterval, componentStartTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, componentPollInterval, componentStartTimeout, true, func(ctx context.Context) (bool, error) {
 		for _, comp := range c.components {
 			if err := comp.exited(); err != nil {
 				return false, err

@@ -10,8 +10,10 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/restartbed/restartbed/controller"
 )
@@ -20,6 +22,19 @@ import (
 type runningManager struct {
 	cancel context.CancelFunc
 	done   chan error
+}
+
+// newManager builds a controller-runtime manager for one of the cluster's in-process components:
+// the cluster's scheme, logs under name, no metrics or probe endpoints, and controller names not
+// checked for uniqueness, since a process may run several clusters.
+func (c *Cluster) newManager(logger *logr.Logger, name string) (ctrl.Manager, error) {
+	log := logr.Discard()
+	if logger != nil {
+		log = logger.WithName(name)
+	}
+	opts := ctrl.Options{Scheme: c.Scheme, Logger: log, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	opts.Controller.SkipNameValidation = ptr.To(true)
+	return ctrl.NewManager(c.Config, opts)
 }
 
 // runManager starts mgr; it runs until stop, whatever happens to ctx after this call.

@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/restartbed/restartbed/kueue/failurerecovery"
 )
@@ -31,13 +28,7 @@ func (c *Cluster) startKueue(ctx context.Context, opts KueueFailureRecovery, log
 	if threshold == 0 {
 		threshold = c.Timing.KueueFailureRecoveryThreshold
 	}
-	log := logr.Discard()
-	if logger != nil {
-		log = logger.WithName("kueue")
-	}
-	mgrOpts := ctrl.Options{Scheme: c.Scheme, Logger: log, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
-	mgrOpts.Controller.SkipNameValidation = ptr.To(true) // one per cluster, several clusters per process
-	mgr, err := ctrl.NewManager(c.Config, mgrOpts)
+	mgr, err := c.newManager(logger, "kueue")
 	if err != nil {
 		return fmt.Errorf("Kueue failure recovery manager: %w", err)
 	}
