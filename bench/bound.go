@@ -31,7 +31,7 @@ type Bound struct {
 	CPU CPU `json:"cpu"`
 }
 
-// unscheduled is the scheduler name of the bound's pods: restartbed's binder leaves them alone,
+// unscheduled is the scheduler name of the bound's pods: kube-scheduler leaves them alone,
 // so they cost the apiserver and nothing else.
 const unscheduled = "restartbed-bench-unscheduled"
 

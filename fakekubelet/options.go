@@ -68,8 +68,8 @@ type Options struct {
 	Config *rest.Config
 	// Pools are the nodes to register. Default: DefaultPools.
 	Pools []NodePool
-	// FeatureGates are the kubelets' gates (the same as the apiserver's in a restartbed cluster);
-	// they decide status.declaredFeatures.
+	// FeatureGates are the kubelets' gates (the same as the apiserver's in a restartbed cluster),
+	// e.g. whether RestartAllContainers rules act.
 	FeatureGates map[string]bool
 	// Timing supplies lease and status periods. Required.
 	Timing timing.Profile

@@ -126,7 +126,7 @@ var _ = Describe("Per-Job restarts, ordered resume, exclusive placement and volu
 		var nodes corev1.NodeList
 		Expect(cluster.Client.List(ctx, &nodes)).To(Succeed())
 		Expect(len(nodes.Items)).To(BeNumerically(">=", 4))
-		// Job i gets node 3-i, where the binder's spreading would not put it on its own.
+		// Job i gets node 3-i, where the scheduler's spreading would not put it on its own.
 		for i := range 2 {
 			node := &nodes.Items[len(nodes.Items)-1-i]
 			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, jobsetv1alpha2.NamespacedJobKey, fmt.Sprintf("%s_exclusive-workers-%d", ns, i))

@@ -1,5 +1,5 @@
 // Package controller is the envtest suite of the JobSet controller and its admission webhook: the
-// real controller, the upstream Job controller and garbage collector, the fake kubelet and the
+// real controller, the release's kube-controller-manager and kube-scheduler, the fake kubelet and the
 // agent as its builtin program, together, as envtest.Options.JobSet runs them.
 package controller
 

@@ -1,5 +1,6 @@
 // Package controlplane is the envtest suite that proves restartbed's foundation is the real
-// thing: the kube-apiserver 1.35.4 validates pods with the in-place restart gates, the upstream
-// Job controller creates, counts and replaces pods, and the upstream garbage collector finishes a
-// foreground deletion. Pod status is written by the specs themselves; no kubelet runs here.
+// thing: the kube-apiserver of every supported release validates pods with the in-place restart
+// gates, and kube-controller-manager's Job controller creates, counts and replaces pods with the
+// timing profile's backoff and its garbage collector finishes a foreground deletion. Pod status is
+// written by the specs themselves; no kubelet runs here.
 package controlplane

@@ -1,5 +1,5 @@
 // Package fakekubelet is the envtest suite of the emulated kubelet: nodes, leases and the
-// binder against a real kube-apiserver 1.35.4.
+// scheduling of the release's kube-scheduler onto them, against a real control plane.
 package fakekubelet
 
 import (
