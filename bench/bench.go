@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	agentconfig "github.com/restartbed/restartbed/config/agent"
 	"github.com/restartbed/restartbed/envtest"
@@ -264,8 +263,10 @@ func run(ctx context.Context, cluster *envtest.Cluster, opts Options, tracker *a
 	if err != nil {
 		return err
 	}
+	// Until the controller-manager has lifted every new node's not-ready taint, that work would
+	// run beside the bound's writes.
 	progress("waiting for the controller-manager to take the not-ready taint off every node")
-	if err := waitNodesSettled(ctx, cluster, opts.Timeout); err != nil {
+	if err := cluster.WaitForSchedulableNodes(ctx); err != nil {
 		return err
 	}
 	boundPods := min(max(opts.Pods, 1000), 5000)
@@ -307,30 +308,6 @@ func (r *Report) restart(s Strategy) *Restart {
 }
 
 // benchNamespace creates a namespace with the agent's service account and RBAC.
-// waitNodesSettled waits until no node carries the not-ready taint that the apiserver gives every
-// new node: until then kube-controller-manager is busy lifting them, and the bound would measure
-// the apiserver's writes with that work beside them.
-func waitNodesSettled(ctx context.Context, cluster *envtest.Cluster, timeout time.Duration) error {
-	var left int
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		nodes, err := cluster.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return false, err
-		}
-		left = 0
-		for _, n := range nodes.Items {
-			if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
-				left++
-			}
-		}
-		return left == 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%d nodes still tainted not-ready: %w", left, err)
-	}
-	return nil
-}
-
 func benchNamespace(ctx context.Context, cluster *envtest.Cluster, name string) (string, error) {
 	if _, err := cluster.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating namespace %s: %w", name, err)

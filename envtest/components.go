@@ -200,4 +200,7 @@ const (
 	// serviceAccountTimeout bounds the wait for a new namespace's default service account; the
 	// controller-manager creates it within milliseconds of the namespace.
 	serviceAccountTimeout = time.Minute
+	// nodesTimeout bounds the wait for every node's not-ready taint to go: a node-monitor period
+	// (5 s realistic), or at thousands of nodes the controller-manager's client rate.
+	nodesTimeout = 10 * time.Minute
 )

@@ -3,6 +3,8 @@ package envtest
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +20,36 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
 		return fmt.Errorf("creating namespace %s: %w", name, err)
 	}
 	return c.WaitForDefaultServiceAccount(ctx, name)
+}
+
+// WaitForSchedulableNodes waits until no emulated node carries the not-ready taint that the
+// apiserver gives every new node: kube-controller-manager lifts it within a node-monitor period
+// of the node's first Ready status. Until then the scheduler can place pods only on the nodes it
+// has already lifted it from, so pods created at once could all land on the first one. Without a
+// controller-manager nothing lifts it and it returns at once.
+func (c *Cluster) WaitForSchedulableNodes(ctx context.Context) error {
+	if !c.controllerManager || c.Kubelet == nil {
+		return nil
+	}
+	var tainted []string
+	err := wait.PollUntilContextTimeout(ctx, componentPollInterval, nodesTimeout, true, func(ctx context.Context) (bool, error) {
+		nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, err
+		}
+		tainted = tainted[:0]
+		for _, n := range nodes.Items {
+			if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
+				tainted = append(tainted, n.Name)
+			}
+		}
+		return len(tainted) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the controller-manager to lift the not-ready taint of %d nodes (%s...): %w",
+			len(tainted), strings.Join(tainted[:min(3, len(tainted))], ", "), err)
+	}
+	return nil
 }
 
 // WaitForDefaultServiceAccount waits until kube-controller-manager has given the namespace its

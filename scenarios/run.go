@@ -240,6 +240,10 @@ func (r *runner) setUp(ctx, watchCtx context.Context) error {
 	if err := r.cluster.EnsureNamespace(ctx, r.sc.Spec.Namespace); err != nil {
 		return err
 	}
+	// Objects go to a cluster whose nodes all take pods, as a person would apply them.
+	if err := r.cluster.WaitForSchedulableNodes(ctx); err != nil {
+		return err
+	}
 	if err := r.obs.watch(watchCtx, r.dyn, r.sc.Spec.Namespace); err != nil {
 		return err
 	}
