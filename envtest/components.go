@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
@@ -172,11 +171,7 @@ func (c *Cluster) waitComponents(ctx context.Context) error {
 				return false, err
 			}
 		}
-		_, err := c.Clientset.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, defaultServiceAccount, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return err == nil, err
+		return c.hasDefaultServiceAccount(ctx, metav1.NamespaceDefault)
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for kube-controller-manager %s to create the default service account: %w", c.Release.Kubernetes, err)

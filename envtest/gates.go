@@ -19,7 +19,7 @@ const (
 	GateRestartAllContainers = fakekubelet.GateRestartAllContainers
 	// GateNodeDeclaredFeatures makes nodes publish status.declaredFeatures (alpha in 1.35, beta
 	// in 1.36, GA in 1.37).
-	GateNodeDeclaredFeatures = fakekubelet.GateNodeDeclaredFeatures
+	GateNodeDeclaredFeatures = "NodeDeclaredFeatures"
 )
 
 // RequiredFeatureGates returns what restartbed sets on a release: GateRestartAllContainers and

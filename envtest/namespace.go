@@ -62,14 +62,19 @@ func (c *Cluster) WaitForDefaultServiceAccount(ctx context.Context, namespace st
 		return nil
 	}
 	err := wait.PollUntilContextTimeout(ctx, componentPollInterval, serviceAccountTimeout, true, func(ctx context.Context) (bool, error) {
-		_, err := c.Clientset.CoreV1().ServiceAccounts(namespace).Get(ctx, defaultServiceAccount, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return err == nil, err
+		return c.hasDefaultServiceAccount(ctx, namespace)
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the default service account of namespace %s: %w", namespace, err)
 	}
 	return nil
+}
+
+// hasDefaultServiceAccount reports whether the namespace has its "default" service account yet.
+func (c *Cluster) hasDefaultServiceAccount(ctx context.Context, namespace string) (bool, error) {
+	_, err := c.Clientset.CoreV1().ServiceAccounts(namespace).Get(ctx, defaultServiceAccount, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -33,13 +33,9 @@ type NodePool struct {
 // NodeName is the name of the pool's i-th node: <pool>-<i>.
 func (p NodePool) NodeName(i int) string { return fmt.Sprintf("%s-%d", p.Name, i) }
 
-// Feature gates the kubelets read from Options.FeatureGates.
-const (
-	// GateRestartAllContainers allows the RestartAllContainers action of restart rules.
-	GateRestartAllContainers = "RestartAllContainersOnContainerExits"
-	// GateNodeDeclaredFeatures makes nodes publish status.declaredFeatures.
-	GateNodeDeclaredFeatures = "NodeDeclaredFeatures"
-)
+// GateRestartAllContainers is the feature gate the kubelets read from Options.FeatureGates: it
+// allows the RestartAllContainers action of restart rules.
+const GateRestartAllContainers = "RestartAllContainersOnContainerExits"
 
 // PoolLabel is the node label that names a node's pool. Written by restartbed when it registers
 // a node; read by users and scenarios to select a pool's nodes.
