@@ -47,6 +47,11 @@ type Options struct {
 	// Restarted, if set, is called when every worker runs again after a strategy's restart,
 	// before anything is cleaned up: the moment to take a heap profile.
 	Restarted func(Strategy)
+	// APIServerProfile, if set, receives a CPU profile (pprof) of kube-apiserver taken over
+	// APIServerProfileFor from the first restart's exit: where the control plane's time goes.
+	APIServerProfile io.Writer
+	// APIServerProfileFor is how long the apiserver is profiled. Default 30 s.
+	APIServerProfileFor time.Duration
 	// Cluster is the base of the cluster's options (assets, logger, control-plane output);
 	// Run sets the nodes, programs, timing and JobSet.
 	Cluster envtest.Options
@@ -284,6 +289,7 @@ func run(ctx context.Context, cluster *envtest.Cluster, opts Options, tracker *a
 
 	for _, s := range opts.Strategies {
 		r, err := measureRestart(ctx, cluster, opts, s, tracker, procs, rep.Bound, progress)
+		opts.APIServerProfile = nil // the first restart's only
 		if r != nil {
 			rep.Restarts = append(rep.Restarts, r)
 		}

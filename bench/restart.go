@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,6 +79,7 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	cpuBefore := procs.cpu()
 	exitAt := time.Now()
 	obs.arm(livePods(pods), current, exitAt)
+	profiled := profileAPIServer(ctx, cluster, opts)
 	if err := cluster.Kubelet.ExitContainer(ns, victim, workerContainer, workerExitCode); err != nil {
 		return nil, fmt.Errorf("making worker %s/%s exit: %w", ns, victim, err)
 	}
@@ -90,6 +93,9 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	progress("%s: every worker runs again %s after the exit", strategy, r.Restart)
 	if opts.Restarted != nil {
 		opts.Restarted(strategy)
+	}
+	if err := profiled(); err != nil {
+		return r, fmt.Errorf("profiling kube-apiserver: %w", err)
 	}
 
 	after, err := settleWrites(ctx, cluster, before)
@@ -279,4 +285,24 @@ func waitFor(ctx context.Context, done <-chan struct{}, timeout time.Duration, d
 	case <-timer.C:
 		return fmt.Errorf("%w after %s: %s", errTimeout, timeout, describe())
 	}
+}
+
+// profileAPIServer starts a CPU profile of kube-apiserver over opts.APIServerProfileFor, through
+// the apiserver's own /debug/pprof/profile, which --profiling (on by default) serves to the
+// cluster's admin. The returned function waits for it and writes it to opts.APIServerProfile.
+func profileAPIServer(ctx context.Context, cluster *envtest.Cluster, opts Options) func() error {
+	if opts.APIServerProfile == nil {
+		return func() error { return nil }
+	}
+	out, window := opts.APIServerProfile, cmp.Or(opts.APIServerProfileFor, 30*time.Second)
+	done := make(chan error, 1)
+	go func() {
+		profile, err := cluster.Clientset.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(window.Seconds()))).Timeout(window + time.Minute).DoRaw(ctx)
+		if err == nil {
+			_, err = out.Write(profile)
+		}
+		done <- err
+	}()
+	return func() error { return <-done }
 }

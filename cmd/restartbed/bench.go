@@ -33,6 +33,8 @@ type benchFlags struct {
 	heartbeats       float64
 	cpuProfile       string
 	memProfile       string
+	apiProfile       string
+	apiProfileFor    time.Duration
 }
 
 func newBenchCommand() *cobra.Command {
@@ -98,6 +100,8 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "bound of each wait: the workers starting, the group restart, the clean-up (0: 10m, or 250ms a pod if longer)")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of restartbed's process (pprof) to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write a heap profile of restartbed's process (pprof) to this file when every worker runs again after the first restart")
+	cmd.Flags().StringVar(&f.apiProfile, "apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver (pprof), taken from the first restart's exit, to this file")
+	cmd.Flags().DurationVar(&f.apiProfileFor, "apiserver-cpuprofile-for", 30*time.Second, "how long --apiserver-cpuprofile profiles")
 	return cmd
 }
 
@@ -121,6 +125,9 @@ func (f benchFlags) options() (bench.Options, error) {
 	if _, err := controlplane.ResolveRelease(f.version); err != nil {
 		return opts, fmt.Errorf("--kubernetes-version: %w", err)
 	}
+	if f.apiProfileFor < time.Second {
+		return opts, fmt.Errorf("--apiserver-cpuprofile-for must be at least 1s, got %s", f.apiProfileFor)
+	}
 	opts.Timing = &profile
 	return opts, bench.CheckOptions(opts)
 }
@@ -132,6 +139,14 @@ func runBench(ctx context.Context, out io.Writer, opts bench.Options, f benchFla
 			return exitError{code: exitInvalid, err: fmt.Errorf("--cpuprofile: %w", err)}
 		}
 		defer stop()
+	}
+	if f.apiProfile != "" {
+		file, err := os.Create(f.apiProfile)
+		if err != nil {
+			return exitError{code: exitInvalid, err: fmt.Errorf("--apiserver-cpuprofile: %w", err)}
+		}
+		defer file.Close()
+		opts.APIServerProfile, opts.APIServerProfileFor = file, f.apiProfileFor
 	}
 	var profileErr error
 	if f.memProfile != "" {

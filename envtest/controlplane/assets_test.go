@@ -265,6 +265,22 @@ func TestBuildOnceFailure(t *testing.T) {
 	if _, statErr := os.Stat(dir); !os.IsNotExist(statErr) {
 		t.Errorf("%s exists after a failed build", dir)
 	}
+	kept, _ := filepath.Glob(dir + ".build-*")
+	if len(kept) != 1 {
+		t.Fatalf("build directories after a failed build = %v, want the one kept for inspection", kept)
+	}
+
+	// The next build clears what the failed one kept, as it would a killed build's.
+	err = buildOnce(opts, dir, "the thing", "", func(_ Options, _, out string) error {
+		fakeAssets(t, out)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(dir + ".build-*"); len(left) != 0 {
+		t.Errorf("build directories left after the next build: %v", left)
+	}
 }
 
 type syncBuffer struct {

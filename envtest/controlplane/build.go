@@ -43,6 +43,12 @@ func buildOnce(opts Options, dir, what, hint string, build buildFunc) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil // another process built it while we waited
 	}
+	// Holding the lock, no other build is running: any scratch directory is from a build that
+	// failed (kept for inspection until now) or was killed.
+	stale, _ := filepath.Glob(dir + ".build-*")
+	for _, s := range stale {
+		_ = os.RemoveAll(s)
+	}
 
 	scratch, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".build-")
 	if err != nil {
@@ -52,7 +58,7 @@ func buildOnce(opts Options, dir, what, hint string, build buildFunc) error {
 	fmt.Fprintf(opts.Progress, "restartbed: building %s from source into %s%s\n", what, dir, hint)
 	start := opts.Clock.Now()
 	if err := build(opts, scratch, out); err != nil {
-		return fmt.Errorf("building %s failed (the build directory %s is kept for inspection; "+
+		return fmt.Errorf("building %s failed (the build directory %s is kept for inspection until the next build; "+
 			"retry with `restartbed assets`, see docs/control-plane.md): %w",
 			what, scratch, err)
 	}
