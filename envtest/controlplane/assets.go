@@ -93,7 +93,7 @@ func Ensure(r Release, opts Options) (Assets, error) {
 }
 
 // buildHint tells a user waiting for the first build what to expect.
-const buildHint = " (once per release; about ten minutes on 2 cores)"
+const buildHint = " (once per release; about fifteen minutes on 2 cores)"
 
 // complete reports whether dir holds every binary as an executable file.
 func complete(dir string) error {
