@@ -50,7 +50,8 @@ type Options struct {
 	// APIServerProfile, if set, receives a CPU profile (pprof) of kube-apiserver taken over
 	// APIServerProfileFor from the first restart's exit: where the control plane's time goes.
 	APIServerProfile io.Writer
-	// APIServerProfileFor is how long the apiserver is profiled. Default 30 s.
+	// APIServerProfileFor is how long the apiserver is profiled. Default
+	// DefaultAPIServerProfileFor.
 	APIServerProfileFor time.Duration
 	// Cluster is the base of the cluster's options (assets, logger, control-plane output);
 	// Run sets the nodes, programs, timing and JobSet.
@@ -61,6 +62,9 @@ type Options struct {
 // say otherwise: about a tenth of what a 2-core machine's apiserver writes, where 5000 nodes in
 // realistic timing would renew 500 times a second, as much as the whole machine can write.
 const DefaultHeartbeatBudget = 50.0
+
+// DefaultAPIServerProfileFor is how long Options.APIServerProfile profiles unless told.
+const DefaultAPIServerProfileFor = 30 * time.Second
 
 // DefaultTimeout bounds each wait of a run of pods: 10 minutes, or 250 ms a pod when that is
 // longer (on 2 cores, 5000 pods took 7 minutes to start and 10 to be recreated).

@@ -294,7 +294,7 @@ func profileAPIServer(ctx context.Context, cluster *envtest.Cluster, opts Option
 	if opts.APIServerProfile == nil {
 		return func() error { return nil }
 	}
-	out, window := opts.APIServerProfile, cmp.Or(opts.APIServerProfileFor, 30*time.Second)
+	out, window := opts.APIServerProfile, cmp.Or(opts.APIServerProfileFor, DefaultAPIServerProfileFor)
 	done := make(chan error, 1)
 	go func() {
 		profile, err := cluster.Clientset.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").

@@ -101,7 +101,7 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of restartbed's process (pprof) to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write a heap profile of restartbed's process (pprof) to this file when every worker runs again after the first restart")
 	cmd.Flags().StringVar(&f.apiProfile, "apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver (pprof), taken from the first restart's exit, to this file")
-	cmd.Flags().DurationVar(&f.apiProfileFor, "apiserver-cpuprofile-for", 30*time.Second, "how long --apiserver-cpuprofile profiles")
+	cmd.Flags().DurationVar(&f.apiProfileFor, "apiserver-cpuprofile-for", bench.DefaultAPIServerProfileFor, "how long --apiserver-cpuprofile profiles")
 	return cmd
 }
 
