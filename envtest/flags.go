@@ -22,13 +22,26 @@ const (
 	nodesPerQPS = 5
 )
 
+// From largeClusterNodes nodes on, kube-controller-manager batches the endpoint controllers'
+// reaction to pod changes for endpointBatchPeriod (--endpointslice-updates-batch-period and
+// --endpoint-updates-batch-period; upstream's default is no batching). A JobSet's headless
+// Service selects every pod of the JobSet, so without batching each pod's readiness change
+// recomputes the Service's whole Endpoints and EndpointSlices: at 1000 pods that was half of
+// kube-controller-manager's CPU during a group restart and 365 EndpointSlice updates; batched,
+// a third of the CPU and about 230 updates (docs/control-plane.md).
+const (
+	largeClusterNodes   = 100
+	endpointBatchPeriod = time.Second
+)
+
 // clientLimits are a component's client rate limits for a cluster of n nodes: the upstream
 // defaults for small clusters, n/nodesPerQPS queries per second beyond.
 func clientLimits(qps, burst, nodes int) (int, int) {
-	if scaled := nodes / nodesPerQPS; scaled > qps {
-		qps = scaled
+	scaled := nodes / nodesPerQPS
+	if scaled <= qps {
+		return qps, burst
 	}
-	return qps, max(burst, 2*qps)
+	return scaled, max(burst, 2*scaled)
 }
 
 // secondaryEvictionRateRatio: kube-controller-manager's --secondary-node-eviction-rate defaults
@@ -84,6 +97,10 @@ func (c *Cluster) controllerManagerArgs(kubeconfig, caFile string, nodes int, ov
 		flags["controllers"] = []string{"*,-pod-garbage-collector-controller"}
 		flags["restartbed-pod-gc-period"] = []string{t.PodGCPeriod.String()}
 		flags["restartbed-pod-gc-quarantine"] = []string{t.PodGCQuarantine.String()}
+	}
+	if nodes >= largeClusterNodes {
+		flags["endpointslice-updates-batch-period"] = []string{endpointBatchPeriod.String()}
+		flags["endpoint-updates-batch-period"] = []string{endpointBatchPeriod.String()}
 	}
 	if flag := gatesFlag(c.Release, c.FeatureGates); flag != "" {
 		flags["feature-gates"] = []string{flag}
