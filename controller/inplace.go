@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 
@@ -20,13 +21,24 @@ func isInPlaceRestart(js *jobsetv1alpha2.JobSet) bool {
 func maxContainerRestartCount(pods []corev1.Pod) int32 {
 	var highest int32
 	for i := range pods {
-		for _, list := range [][]corev1.ContainerStatus{pods[i].Status.InitContainerStatuses, pods[i].Status.ContainerStatuses} {
-			for _, cs := range list {
-				highest = max(highest, cs.RestartCount)
-			}
+		for n := range restartCounts(&pods[i].Status) {
+			highest = max(highest, n)
 		}
 	}
 	return highest
+}
+
+// restartCounts yields the restart counts of a pod's init and regular containers, in status order.
+func restartCounts(status *corev1.PodStatus) iter.Seq[int32] {
+	return func(yield func(int32) bool) {
+		for _, list := range [][]corev1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
+			for _, cs := range list {
+				if !yield(cs.RestartCount) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // inPlaceRestartAttempts reads the agents' attempt annotations; Failed pods and pods without the

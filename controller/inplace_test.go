@@ -250,3 +250,40 @@ func TestAssociatedPods(t *testing.T) {
 		})
 	}
 }
+
+// A pod's update reconciles its JobSet only when it changes what the in-place restart reads.
+func TestInPlaceInputsChanged(t *testing.T) {
+	base := pod("1", 2, 0)
+	base.Labels = map[string]string{jobsetv1alpha2.JobSetNameKey: "js"}
+	base.Status.Phase = corev1.PodRunning
+	cases := []struct {
+		name   string
+		change func(p *corev1.Pod)
+		want   bool
+	}{
+		{name: "nothing", change: func(*corev1.Pod) {}, want: false},
+		{name: "a container turns ready", change: func(p *corev1.Pod) { p.Status.ContainerStatuses[0].Ready = true }, want: false},
+		{name: "a condition", change: func(p *corev1.Pod) {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+		}, want: false},
+		{name: "another annotation", change: func(p *corev1.Pod) { p.Annotations["x"] = "y" }, want: false},
+		{name: "the attempt", change: func(p *corev1.Pod) { p.Annotations[jobsetv1alpha2.InPlaceRestartAttemptKey] = "2" }, want: true},
+		{name: "the attempt goes", change: func(p *corev1.Pod) { delete(p.Annotations, jobsetv1alpha2.InPlaceRestartAttemptKey) }, want: true},
+		{name: "a restart count", change: func(p *corev1.Pod) { p.Status.ContainerStatuses[1].RestartCount = 1 }, want: true},
+		{name: "an init container's restart count", change: func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{RestartCount: 0}}
+		}, want: true},
+		{name: "the pod fails", change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, want: true},
+		{name: "the pod succeeds", change: func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, want: false},
+		{name: "the JobSet label", change: func(p *corev1.Pod) { p.Labels[jobsetv1alpha2.JobSetNameKey] = "other" }, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := base.DeepCopy()
+			tc.change(updated)
+			if got := inPlaceInputsChanged(&base, updated); got != tc.want {
+				t.Errorf("inPlaceInputsChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

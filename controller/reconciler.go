@@ -19,8 +19,11 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
@@ -81,9 +84,30 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 			}
 			return nil
-		}))
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e crevent.UpdateEvent) bool {
+			return inPlaceInputsChanged(e.ObjectOld, e.ObjectNew)
+		}}))
 	}
 	return b.Complete(r)
+}
+
+// inPlaceInputsChanged reports whether a pod's update changed what the in-place restart reads
+// of it (reconcileInPlaceRestart): its JobSet label, its attempt annotation, whether it failed,
+// or a container's restart count. Upstream's controller reconciles the JobSet on every change of
+// its pods; the outcome is the same, but a group restart of 1000 pods writes each pod's status
+// four times, and most of those writes change nothing of this.
+func inPlaceInputsChanged(oldObj, newObj client.Object) bool {
+	oldPod, okOld := oldObj.(*corev1.Pod)
+	newPod, okNew := newObj.(*corev1.Pod)
+	if !okOld || !okNew {
+		return true
+	}
+	if oldPod.Labels[jobsetv1alpha2.JobSetNameKey] != newPod.Labels[jobsetv1alpha2.JobSetNameKey] ||
+		oldPod.Annotations[jobsetv1alpha2.InPlaceRestartAttemptKey] != newPod.Annotations[jobsetv1alpha2.InPlaceRestartAttemptKey] ||
+		(oldPod.Status.Phase == corev1.PodFailed) != (newPod.Status.Phase == corev1.PodFailed) {
+		return true
+	}
+	return !slices.Equal(slices.Collect(restartCounts(&oldPod.Status)), slices.Collect(restartCounts(&newPod.Status)))
 }
 
 // podJobSetKeys indexes a pod under "<namespace>/<jobset-name label>", if it has the label.
