@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -92,10 +93,15 @@ var _ = Describe("Per-Job restarts, ordered resume, exclusive placement and volu
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 
 		By("a queue admits the JobSet: it labels the workers' pods and resumes")
-		Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
-		js.Spec.ReplicatedJobs[1].Template.Spec.Template.Labels = map[string]string{"queue": "team-a"}
-		js.Spec.Suspend = ptr.To(false)
-		Expect(cluster.Client.Update(ctx, js)).To(Succeed())
+		// As a queue does: the controller writes the JobSet's status meanwhile, so retry on conflict.
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js); err != nil {
+				return err
+			}
+			js.Spec.ReplicatedJobs[1].Template.Spec.Template.Labels = map[string]string{"queue": "team-a"}
+			js.Spec.Suspend = ptr.To(false)
+			return cluster.Client.Update(ctx, js)
+		})).To(Succeed())
 
 		var driver *corev1.Pod
 		Eventually(func(g Gomega) { driver = runningPodOf(ctx, g, ns, "queued-driver-0") }).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
