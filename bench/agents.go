@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/restartbed/restartbed/agent"
+	"github.com/restartbed/restartbed/builtins"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 )
 
@@ -60,7 +61,7 @@ func newAgentTracker(jitter bool) *agentTracker {
 	if !jitter {
 		backoff.Jitter = 0
 	}
-	return &agentTracker{inner: agent.Program(agent.ProgramOptions{Backoff: backoff}), streams: map[*watchStream]*agentProcess{}}
+	return &agentTracker{inner: builtins.AgentProgram(builtins.AgentOptions{Backoff: backoff}), streams: map[*watchStream]*agentProcess{}}
 }
 
 // Run runs one agent process with its requests counted.

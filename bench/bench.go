@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/restartbed/restartbed/agent"
 	agentconfig "github.com/restartbed/restartbed/config/agent"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
@@ -249,7 +250,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	clusterOpts.JobSet = true
 	clusterOpts.Nodes = []fakekubelet.NodePool{{Name: "bench", Count: opts.Pods,
 		Capacity: corev1.ResourceList{fakekubelet.TPUResource: resource.MustParse("4")}}}
-	clusterOpts.Programs = append([]program.Rule{{Container: agentContainerName, Program: tracker}}, clusterOpts.Programs...)
+	clusterOpts.Programs = append([]program.Rule{{Container: agent.ContainerName, Program: tracker}}, clusterOpts.Programs...)
 	progress("starting a control plane with %d nodes (%s timing, Leases renewed every %s)", opts.Pods, opts.Timing.Name, rep.LeaseRenewInterval)
 	cluster, err := envtest.Start(ctx, clusterOpts)
 	if err != nil {

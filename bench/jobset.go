@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/agent"
@@ -19,10 +18,9 @@ import (
 
 // Names in the benchmark's JobSet.
 const (
-	jobSetName         = "bench"
-	replicatedJobName  = "workers"
-	agentContainerName = "in-place-restart-agent"
-	workerContainer    = "worker"
+	jobSetName        = "bench"
+	replicatedJobName = "workers"
+	workerContainer   = "worker"
 	// workerExitCode is the code the benchmark's worker exits with; any nonzero code restarts the
 	// group.
 	workerExitCode = 1
@@ -62,17 +60,7 @@ func benchJobSet(namespace string, pods, podsPerJob int, strategy Strategy) *job
 	spec := corev1.PodSpec{
 		RestartPolicy:      corev1.RestartPolicyNever,
 		ServiceAccountName: agentconfig.ServiceAccountName,
-		InitContainers: []corev1.Container{{
-			Name: agentContainerName, Image: "registry.k8s.io/jobset/in-place-restart-agent:v0.12.0",
-			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: rules,
-			Env: []corev1.EnvVar{
-				{Name: agent.EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-				{Name: agent.EnvJobSetName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-					FieldPath: "metadata.labels['" + jobsetv1alpha2.JobSetNameKey + "']"}}},
-			},
-			StartupProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 600, ProbeHandler: corev1.ProbeHandler{
-				HTTPGet: &corev1.HTTPGetAction{Path: agent.DefaultStartupProbePath, Port: intstr.FromInt32(agent.DefaultStartupProbePort)}}},
-		}},
+		InitContainers:     []corev1.Container{agent.Sidecar(rules)},
 		Containers: []corev1.Container{{
 			Name: workerContainer, Image: "registry.example/bench/trainer:latest",
 			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever), RestartPolicyRules: rules,

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 )
 
@@ -94,7 +95,7 @@ func (o *observer) arm(pods []*corev1.Pod, js *jobsetv1alpha2.JobSet, at time.Ti
 	defer o.mu.Unlock()
 	o.base = map[types.UID]podBase{}
 	for _, p := range pods {
-		o.base[p.UID] = podBase{agentRestarts: restarts(p, agentContainerName), workerRestarts: restarts(p, workerContainer)}
+		o.base[p.UID] = podBase{agentRestarts: restarts(p, agent.ContainerName), workerRestarts: restarts(p, workerContainer)}
 	}
 	o.jsBase = *js.Status.DeepCopy()
 	o.reached, o.counts, o.first, o.all = map[types.UID]map[string]bool{}, map[string]int{}, map[string]time.Time{}, map[string]time.Time{}
@@ -123,7 +124,7 @@ func (o *observer) pod(p *corev1.Pod) {
 			o.reach(p.UID, stageBound, now)
 		}
 	} else {
-		if restarts(p, agentContainerName) > base.agentRestarts {
+		if restarts(p, agent.ContainerName) > base.agentRestarts {
 			o.reach(p.UID, stageAgentRestart, now)
 		}
 		if p.Annotations[jobsetv1alpha2.InPlaceRestartAttemptKey] == fmt.Sprint(ptr.Deref(o.jsBase.CurrentInPlaceRestartAttempt, 0)+1) {

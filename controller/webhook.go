@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 )
 
@@ -280,7 +281,7 @@ func findAgent(pod *corev1.PodSpec) (*corev1.Container, bool) {
 	}
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
-		if hasAction(c, corev1.ContainerRestartRuleActionRestart) && slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "WORKER_COMMAND" }) {
+		if hasAction(c, corev1.ContainerRestartRuleActionRestart) && slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == agent.EnvWorkerCommand }) {
 			return c, true
 		}
 	}

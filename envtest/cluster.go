@@ -21,9 +21,8 @@ import (
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	// The in-place-restart agent registers itself as the fake kubelet's builtin program "agent".
-	_ "github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	"github.com/restartbed/restartbed/builtins"
 	"github.com/restartbed/restartbed/config/crd"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
@@ -65,6 +64,9 @@ type Options struct {
 	Nodes []fakekubelet.NodePool
 	// Programs assign in-process programs or scripts to containers (see fakekubelet.Options).
 	Programs []program.Rule
+	// Builtins are the programs a rule's Builtin may name. Default: restartbed's
+	// (builtins.Programs(): JobSet's agent as "agent").
+	Builtins program.Builtins
 	// KueueFailureRecovery runs Kueue's failure-recovery controller (KEP-6757), as a cluster with
 	// Kueue's FailureRecoveryPolicy gate on has it; nil leaves it off, as Kueue does by default.
 	KueueFailureRecovery *KueueFailureRecovery
@@ -136,6 +138,14 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// builtinPrograms are the programs the rules may name: Options.Builtins, else restartbed's.
+func (o *Options) builtinPrograms() program.Builtins {
+	if o.Builtins != nil {
+		return o.Builtins
+	}
+	return builtins.Programs()
+}
+
 func newCluster(opts Options) (*Cluster, error) {
 	release, err := controlplane.ResolveRelease(opts.KubernetesVersion)
 	if err != nil {
@@ -158,7 +168,7 @@ func newCluster(opts Options) (*Cluster, error) {
 	if err := fakekubelet.ValidatePools(opts.Nodes); err != nil {
 		return nil, fmt.Errorf("node pools: %w", err)
 	}
-	if _, err := program.NewRegistry(opts.Programs); err != nil {
+	if _, err := program.NewRegistry(opts.Programs, opts.builtinPrograms()); err != nil {
 		return nil, err
 	}
 	c := &Cluster{Release: release, FeatureGates: gates, Timing: profile, Clock: opts.Clock, Scheme: opts.Scheme}
@@ -279,7 +289,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if len(opts.Nodes) > 0 {
 		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-			Programs: opts.Programs, KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
+			Programs: opts.Programs, Builtins: opts.builtinPrograms(), KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
 		})
 		if err != nil {
 			return err

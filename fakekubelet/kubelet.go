@@ -61,7 +61,7 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: client: %w", err)
 	}
-	programs, err := program.NewRegistry(opts.Programs)
+	programs, err := program.NewRegistry(opts.Programs, opts.Builtins)
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}

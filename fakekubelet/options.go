@@ -76,6 +76,8 @@ type Options struct {
 	// Programs assign in-process programs or scripts to containers; the first matching rule
 	// wins. Containers no rule matches run their own command.
 	Programs []program.Rule
+	// Builtins are the programs a rule's Builtin may name (package builtins has restartbed's).
+	Builtins program.Builtins
 	// KubeletVersion is the version the kubelets report (status.nodeInfo.kubeletVersion), e.g.
 	// v1.37.2: the cluster's Kubernetes release. Required.
 	KubeletVersion string

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/restartbed/restartbed/builtins"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
@@ -304,7 +305,7 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 		if p.Container == "" && p.Image == "" {
 			l.addf(line("spec", "programs", i), path, "set container, image or both: a rule must say which containers it is for")
 		}
-		for _, problem := range p.rule().Problems() {
+		for _, problem := range p.rule().Problems(builtins.Programs()) {
 			field, msg, _ := strings.Cut(problem, ": ")
 			l.addf(line("spec", "programs", i), path+field, "%s", msg)
 		}

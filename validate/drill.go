@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	"github.com/restartbed/restartbed/builtins"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/scenarios"
 	"github.com/restartbed/restartbed/timing"
@@ -199,7 +199,7 @@ func (p drillPlan) scenario(js *jobsetv1alpha2.JobSet, opts DrillOptions) map[st
 	}
 	var programs []map[string]any
 	for _, name := range p.agents {
-		programs = append(programs, map[string]any{"container": name, "builtin": agent.BuiltinName})
+		programs = append(programs, map[string]any{"container": name, "builtin": builtins.Agent})
 	}
 	live := fmt.Sprintf(`pods.filter(p, p.metadata.labels[%q] == %q && !has(p.metadata.deletionTimestamp) && !(p.status.phase in ["Failed", "Succeeded"]))`,
 		jobsetv1alpha2.JobSetNameKey, js.Name)

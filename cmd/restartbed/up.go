@@ -18,6 +18,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/restartbed/restartbed/agent"
+	"github.com/restartbed/restartbed/builtins"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
@@ -25,9 +26,6 @@ import (
 	"github.com/restartbed/restartbed/scenarios"
 	"github.com/restartbed/restartbed/timing"
 )
-
-// agentContainer is the container name JobSet's examples give the in-place restart agent.
-const agentContainer = "in-place-restart-agent"
 
 // upFlags are the settings of `restartbed up`.
 type upFlags struct {
@@ -95,8 +93,8 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 		opts = sc.ClusterOptions()
 	} else {
 		opts = envtest.Options{JobSet: true, Programs: []program.Rule{
-			{Container: agentContainer, Builtin: agent.BuiltinName},
-			{Image: "*" + agentContainer + "*", Builtin: agent.BuiltinName},
+			{Container: agent.ContainerName, Builtin: builtins.Agent},
+			{Image: "*" + agent.ContainerName + "*", Builtin: builtins.Agent},
 		}}
 	}
 	if f.from == "" || f.set("nodes") {

@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/jobset/pkg/features"
 	"sigs.k8s.io/jobset/pkg/webhooks"
 
-	"github.com/restartbed/restartbed/agent"
+	"github.com/restartbed/restartbed/builtins"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/program"
@@ -164,7 +164,7 @@ func startCluster(ctx context.Context, t *testing.T, scheme *runtime.Scheme) *en
 		Webhooks: crenvtest.WebhookInstallOptions{Paths: []string{
 			filepath.Join(strings.TrimSpace(string(dir)), "config", "components", "webhook", "manifests.yaml")}},
 		Nodes:    []fakekubelet.NodePool{{Name: "node", Count: 2}},
-		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: agent.BuiltinName}},
+		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: builtins.Agent}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,10 @@
 //
 // A Registry maps containers to programs by container name and image glob; the first matching
 // rule wins. Containers no rule matches run their own command through the shell package, or run
-// until stopped when they have none. Builtins are programs registered by name (the JobSet agent
-// registers itself as "agent"), so scenarios can refer to them.
+// until stopped when they have none. Builtins are programs known by name, handed to NewRegistry
+// and Rule.Problems by whoever builds the kubelet (package builtins holds restartbed's, among them
+// JobSet's agent as "agent"), so that scenarios can refer to them. The package keeps no global
+// state: nothing registers itself.
 package program
 
 import (
@@ -13,11 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -88,7 +90,7 @@ type Rule struct {
 	// characters, slashes included ("*agent*" matches registry.k8s.io/jobset/agent:v0.12),
 	// ? one character, [abc] and [!abc] a class.
 	Image string
-	// Builtin names a registered program.
+	// Builtin names one of the Builtins the registry is given.
 	Builtin string
 	// Program is an in-process program (instead of Builtin).
 	Program Program
@@ -96,9 +98,16 @@ type Rule struct {
 	Script string
 }
 
+// Builtins are programs by name, for rules' Builtin.
+type Builtins map[string]Program
+
+// Names lists the builtins' names, sorted.
+func (b Builtins) Names() []string { return slices.Sorted(maps.Keys(b)) }
+
 // Problems lists what is wrong with the rule, each starting with the field it concerns (".image: ...")
-// or with ": " when it concerns the whole rule; none when it is valid.
-func (r Rule) Problems() []string {
+// or with ": " when it concerns the whole rule; none when it is valid. builtins are the programs
+// a Builtin may name.
+func (r Rule) Problems(builtins Builtins) []string {
 	var problems []string
 	set := 0
 	for _, b := range []bool{r.Builtin != "", r.Program != nil, r.Script != ""} {
@@ -115,8 +124,8 @@ func (r Rule) Problems() []string {
 		}
 	}
 	if r.Builtin != "" {
-		if _, ok := builtin(r.Builtin); !ok {
-			problems = append(problems, fmt.Sprintf(".builtin: unknown program %q; known: %s", r.Builtin, strings.Join(Builtins(), ", ")))
+		if _, ok := builtins[r.Builtin]; !ok {
+			problems = append(problems, fmt.Sprintf(".builtin: unknown program %q; known: %s", r.Builtin, strings.Join(builtins.Names(), ", ")))
 		}
 	}
 	return problems
@@ -178,41 +187,6 @@ func compileGlob(glob string) (*regexp.Regexp, error) {
 	return regexp.Compile(b.String())
 }
 
-var (
-	builtinsMu sync.RWMutex
-	builtins   = map[string]Program{}
-)
-
-// RegisterBuiltin makes a program available by name; registering a name twice panics, as it is a
-// programming error.
-func RegisterBuiltin(name string, p Program) {
-	builtinsMu.Lock()
-	defer builtinsMu.Unlock()
-	if _, dup := builtins[name]; dup {
-		panic(fmt.Sprintf("program: builtin %q registered twice", name))
-	}
-	builtins[name] = p
-}
-
-// Builtins lists the registered builtin names, sorted.
-func Builtins() []string {
-	builtinsMu.RLock()
-	defer builtinsMu.RUnlock()
-	names := make([]string, 0, len(builtins))
-	for n := range builtins {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-func builtin(name string) (Program, bool) {
-	builtinsMu.RLock()
-	defer builtinsMu.RUnlock()
-	p, ok := builtins[name]
-	return p, ok
-}
-
 // Registry is an ordered list of rules.
 type Registry struct {
 	rules  []Rule
@@ -220,11 +194,12 @@ type Registry struct {
 }
 
 // NewRegistry checks the rules: each names exactly one of Builtin, Program and Script, images
-// are valid globs, and builtins exist. Errors name the rule by index.
-func NewRegistry(rules []Rule) (*Registry, error) {
+// are valid globs, and each Builtin is one of builtins, whose program the rule then runs.
+// Errors name the rule by index.
+func NewRegistry(rules []Rule, builtins Builtins) (*Registry, error) {
 	var problems []string
 	for i, r := range rules {
-		for _, problem := range r.Problems() {
+		for _, problem := range r.Problems(builtins) {
 			problems = append(problems, fmt.Sprintf("programs[%d]%s", i, problem))
 		}
 	}
@@ -232,7 +207,10 @@ func NewRegistry(rules []Rule) (*Registry, error) {
 		return nil, fmt.Errorf("%s", strings.Join(problems, "; "))
 	}
 	reg := &Registry{rules: slices.Clone(rules), images: make([]*regexp.Regexp, len(rules))}
-	for i, r := range rules {
+	for i, r := range reg.rules {
+		if r.Builtin != "" {
+			reg.rules[i].Program = builtins[r.Builtin]
+		}
 		if r.Image != "" {
 			reg.images[i], _ = compileGlob(r.Image)
 		}
@@ -254,10 +232,6 @@ func (r *Registry) Lookup(c *corev1.Container) Choice {
 	for i, rule := range r.rules {
 		if !rule.matches(c, r.images[i]) {
 			continue
-		}
-		if rule.Builtin != "" {
-			p, _ := builtin(rule.Builtin)
-			return Choice{Program: p}
 		}
 		return Choice{Program: rule.Program, Script: rule.Script}
 	}

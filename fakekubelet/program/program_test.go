@@ -16,7 +16,8 @@ func TestRegistryFirstMatchWins(t *testing.T) {
 		{Container: "agent", Image: "*agent*", Program: idle},
 		{Image: "busybox*", Script: "sleep 1"},
 		{Container: "worker", Script: "exit 3"},
-	})
+		{Container: "sidecar", Builtin: "idle"},
+	}, Builtins{"idle": idle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +32,7 @@ func TestRegistryFirstMatchWins(t *testing.T) {
 		{c: corev1.Container{Name: "worker", Image: "busybox"}, script: "sleep 1"},
 		{c: corev1.Container{Name: "worker", Image: "python:3"}, script: "exit 3"},
 		{c: corev1.Container{Name: "other", Image: "python:3"}, ownCommand: true},
+		{c: corev1.Container{Name: "sidecar", Image: "python:3"}, program: true},
 	} {
 		got := reg.Lookup(&tc.c)
 		if (got.Program != nil) != tc.program || got.Script != tc.script {
@@ -65,11 +67,11 @@ func TestRegistryRejectsBadRules(t *testing.T) {
 		{Container: "b", Script: "x", Program: idle},
 		{Image: "[", Script: "x"},
 		{Builtin: "no-such-program"},
-	})
+	}, Builtins{"idle": idle, "agent": idle})
 	if err == nil {
 		t.Fatal("bad rules accepted")
 	}
-	for _, want := range []string{"programs[0]: exactly one", "programs[1]: exactly one", "programs[2].image: bad glob", `programs[3].builtin: unknown program "no-such-program"`} {
+	for _, want := range []string{"programs[0]: exactly one", "programs[1]: exactly one", "programs[2].image: bad glob", `programs[3].builtin: unknown program "no-such-program"; known: agent, idle`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

@@ -10,7 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/restartbed/restartbed/agent"
+	"github.com/restartbed/restartbed/builtins"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/program"
@@ -28,6 +28,6 @@ func TestAgent(t *testing.T) {
 var _ = BeforeSuite(func(ctx context.Context) {
 	cluster = specs.StartCluster(ctx, envtest.Options{
 		Nodes:    []fakekubelet.NodePool{{Name: "tpu", Count: 2}},
-		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: agent.BuiltinName}},
+		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: builtins.Agent}},
 	})
 }, NodeTimeout(specs.StartTimeout))

@@ -2,15 +2,11 @@ package builders
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	"github.com/restartbed/restartbed/agent"
 	agentconfig "github.com/restartbed/restartbed/config/agent"
 )
-
-// AgentContainerName is the agent sidecar's name in JobSet's in-place-restart examples.
-const AgentContainerName = "in-place-restart-agent"
 
 // RestartAllOnFailure is the rule of JobSet's sidecar-mode example: any nonzero exit restarts
 // every container of the pod in place.
@@ -26,17 +22,7 @@ func SidecarModePodSpec() corev1.PodSpec {
 	return corev1.PodSpec{
 		RestartPolicy:      corev1.RestartPolicyNever,
 		ServiceAccountName: agentconfig.ServiceAccountName,
-		InitContainers: []corev1.Container{{
-			Name: AgentContainerName, Image: "registry.k8s.io/jobset/in-place-restart-agent:v0.12.0",
-			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: RestartAllOnFailure(),
-			Env: []corev1.EnvVar{
-				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
-				{Name: "JOBSET_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-					FieldPath: "metadata.labels['" + jobsetv1alpha2.JobSetNameKey + "']"}}},
-			},
-			StartupProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 600, ProbeHandler: corev1.ProbeHandler{
-				HTTPGet: &corev1.HTTPGetAction{Path: "/barrier-is-down", Port: intstr.FromInt32(8081)}}},
-		}},
+		InitContainers:     []corev1.Container{agent.Sidecar(RestartAllOnFailure())},
 		Containers: []corev1.Container{{
 			Name: "worker", Image: "busybox", Command: []string{"sh", "-c", "sleep 3600"},
 			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever), RestartPolicyRules: RestartAllOnFailure(),

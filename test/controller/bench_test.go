@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	"github.com/restartbed/restartbed/builtins"
 	agentconfig "github.com/restartbed/restartbed/config/agent"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
@@ -31,7 +31,7 @@ func BenchmarkGroupRestart(b *testing.B) {
 	ctrllog.SetLogger(logr.Discard())
 	c, err := envtest.Start(ctx, envtest.Options{JobSet: true,
 		Nodes:    []fakekubelet.NodePool{{Name: "bench", Count: 128}},
-		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: agent.BuiltinName}}})
+		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: builtins.Agent}}})
 	if err != nil {
 		b.Fatal(err)
 	}

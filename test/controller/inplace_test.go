@@ -150,7 +150,7 @@ var _ = Describe("InPlaceRestart", func() {
 		agentContainer.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
 			ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpNotIn, Values: []int32{0}}}}
 		agentContainer.StartupProbe = nil
-		agentContainer.Env = append(agentContainer.Env, corev1.EnvVar{Name: "WORKER_COMMAND", Value: "sleep 3600"})
+		agentContainer.Env = append(agentContainer.Env, corev1.EnvVar{Name: agent.EnvWorkerCommand, Value: "sleep 3600"})
 		pod.Containers = []corev1.Container{agentContainer}
 		Expect(cluster.Client.Create(ctx, js)).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -160,14 +160,14 @@ var _ = Describe("InPlaceRestart", func() {
 		var before []corev1.Pod
 		Eventually(func(g Gomega) { before = workerPods(ctx, g, js); g.Expect(before).To(HaveLen(2)) }).Should(Succeed())
 
-		Expect(cluster.Kubelet.ExitContainer(ns, before[0].Name, builders.AgentContainerName, 3)).To(Succeed())
+		Expect(cluster.Kubelet.ExitContainer(ns, before[0].Name, agent.ContainerName, 3)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), js)).To(Succeed())
 			g.Expect(js.Status.CurrentInPlaceRestartAttempt).To(Equal(ptr.To[int32](1)))
 			pods := workerPods(ctx, g, js)
 			g.Expect(pods).To(HaveLen(2))
 			for i := range pods {
-				cs := specs.ContainerStatus(&pods[i], builders.AgentContainerName)
+				cs := specs.ContainerStatus(&pods[i], agent.ContainerName)
 				g.Expect(cs.RestartCount).To(BeEquivalentTo(1), pods[i].Name)
 				g.Expect(cs.State.Running).NotTo(BeNil(), pods[i].Name)
 				g.Expect(pods[i].UID).To(Equal(before[i].UID))

@@ -11,7 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/restartbed/restartbed/agent"
+	"github.com/restartbed/restartbed/builtins"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/program"
@@ -35,6 +35,6 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	cluster = specs.StartCluster(ctx, envtest.Options{
 		JobSet:   true,
 		Nodes:    []fakekubelet.NodePool{{Name: "tpu", Count: 4}},
-		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: agent.BuiltinName}},
+		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: builtins.Agent}},
 	})
 }, NodeTimeout(specs.StartTimeout))

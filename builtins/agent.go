@@ -1,4 +1,4 @@
-package agent
+package builtins
 
 import (
 	"context"
@@ -9,35 +9,34 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/restartbed/restartbed/agent"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/shell"
 )
 
-// BuiltinName is the name under which the agent is a fake-kubelet program.
-const BuiltinName = "agent"
+// Agent is the name of JobSet's in-place-restart agent among the builtins.
+const Agent = "agent"
 
-func init() { program.RegisterBuiltin(BuiltinName, Program(ProgramOptions{})) }
-
-// ProgramOptions tune the agent as a fake-kubelet program; the builtin "agent" uses the zero value.
-type ProgramOptions struct {
+// AgentOptions tune the agent as a container program; the builtin Agent uses the zero value.
+type AgentOptions struct {
 	// Backoff paces the agent's retries; the zero value means DefaultBackoff. A Jitter of 0 makes
 	// agents that fail together retry together (restartbed bench's jitter-off runs).
 	Backoff wait.Backoff
 }
 
-// Program returns the agent as an in-process container program: its configuration from the
+// AgentProgram returns the agent as an in-process container program: its configuration from the
 // container's environment and service-account files, its identity the pod's service account, its
 // probe endpoint served on the pod's port, its worker run by restartbed's shell, and its log the
 // container's.
-func Program(opts ProgramOptions) program.Program {
+func AgentProgram(opts AgentOptions) program.Program {
 	return program.Func(func(ctx context.Context, c *program.Container) int {
 		logger := funcr.New(func(prefix, args string) { fmt.Fprintln(c.Stderr, prefix, args) }, funcr.Options{})
-		cfg, err := ConfigFromEnv(c.LookupEnv, c.FS.ReadFile)
+		cfg, err := agent.ConfigFromEnv(c.LookupEnv, c.FS.ReadFile)
 		if err != nil {
 			fmt.Fprintln(c.Stderr, err)
 			return 1
 		}
-		code, stopped := Run(klog.NewContext(ctx, logger), Options{
+		code, stopped := agent.Run(klog.NewContext(ctx, logger), agent.Options{
 			Config: cfg, RESTConfig: c.Config, Clock: c.Clock, Backoff: opts.Backoff,
 			Serve: func(port int32, h http.Handler) error {
 				c.Serve(port, h)
