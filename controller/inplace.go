@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 )
@@ -100,60 +101,50 @@ func allEqual(values []int32) bool {
 	return true
 }
 
-// updateCurrent sets currentInPlaceRestartAttempt to the common attempt; it reports a change.
-func updateCurrent(status *jobsetv1alpha2.JobSetStatus, attempts []int32) bool {
-	if status.CurrentInPlaceRestartAttempt != nil && *status.CurrentInPlaceRestartAttempt == attempts[0] {
-		return false
-	}
-	status.CurrentInPlaceRestartAttempt = &attempts[0]
-	return true
+// updateCurrent sets currentInPlaceRestartAttempt to the common attempt.
+func updateCurrent(status *jobsetv1alpha2.JobSetStatus, attempts []int32) {
+	status.CurrentInPlaceRestartAttempt = ptr.To(attempts[0])
 }
 
 // updatePrevious sets previousInPlaceRestartAttempt to the highest attempt less one, never
-// lowering it; it reports a change.
-func updatePrevious(status *jobsetv1alpha2.JobSetStatus, attempts []int32) bool {
+// lowering it.
+func updatePrevious(status *jobsetv1alpha2.JobSetStatus, attempts []int32) {
 	if len(attempts) == 0 {
-		return false
+		return
 	}
 	next := slices.Max(attempts) - 1
 	if prev := status.PreviousInPlaceRestartAttempt; prev != nil && next <= *prev {
-		return false
+		return
 	}
 	status.PreviousInPlaceRestartAttempt = &next
-	return true
-}
-
-// inPlaceOutcome is what one in-place restart step decided.
-type inPlaceOutcome struct {
-	// failed: the JobSet is over its maximum and fails with ReachedMaxRestarts.
-	failed bool
-	// updated: the status changed.
-	updated bool
 }
 
 // reconcileInPlaceRestart is the in-place restart step of a reconcile (reference §2.1): fail a
 // JobSet over its maximum, set the current attempt when every pod agrees, else move the previous
-// attempt up so that the agents behind it restart their pods.
-func reconcileInPlaceRestart(js *jobsetv1alpha2.JobSet, pods []corev1.Pod) (inPlaceOutcome, error) {
+// attempt up so that the agents behind it restart their pods. failed: the JobSet is over its
+// maximum and is to fail with ReachedMaxRestarts; the status is then left as it was. (Whether the
+// status changed is the caller's comparison, made once for the whole reconcile.)
+func reconcileInPlaceRestart(js *jobsetv1alpha2.JobSet, pods []corev1.Pod) (failed bool, err error) {
 	if maxContainerRestartCount(pods) > js.Spec.FailurePolicy.MaxRestarts {
-		return inPlaceOutcome{failed: true, updated: true}, nil
+		return true, nil
 	}
 	attempts, err := inPlaceRestartAttempts(pods)
 	if err != nil {
-		return inPlaceOutcome{}, err
+		return false, err
 	}
 	if exceededMaxRestarts(js, attempts) {
-		return inPlaceOutcome{failed: true, updated: true}, nil
+		return true, nil
 	}
 	total, err := totalPods(js)
 	if err != nil {
-		return inPlaceOutcome{}, err
+		return false, err
 	}
 	if int32(len(attempts)) == total && allEqual(attempts) {
-		return inPlaceOutcome{updated: updateCurrent(&js.Status, attempts)}, nil
+		updateCurrent(&js.Status, attempts)
+		return false, nil
 	}
-	if len(attempts) == 0 || slices.Max(attempts) == 0 {
-		return inPlaceOutcome{}, nil
+	if len(attempts) > 0 && slices.Max(attempts) > 0 {
+		updatePrevious(&js.Status, attempts)
 	}
-	return inPlaceOutcome{updated: updatePrevious(&js.Status, attempts)}, nil
+	return false, nil
 }

@@ -19,8 +19,8 @@ type event struct {
 
 // decision is what the failure or success policy decided for a reconcile.
 type decision struct {
-	// fail and complete end the JobSet; restart starts a new generation of Jobs.
-	fail, complete, restart bool
+	// fail ends the JobSet; restart starts a new generation of Jobs.
+	fail, restart bool
 	// restartJob, when set, is the one failed Job to recreate (the per-Job actions) instead of a
 	// new generation of every Job.
 	restartJob *batchv1.Job

@@ -66,12 +66,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		opts.Clock = clock.RealClock{}
 	}
 	r := &Reconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("jobset-controller"), opts: opts}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &batchv1.Job{}, jobOwnerIndex, func(obj client.Object) []string {
-		if owner := metav1.GetControllerOf(obj); owner != nil && owner.Kind == "JobSet" && owner.APIVersion == jobsetv1alpha2.GroupVersion.String() {
-			return []string{string(owner.UID)}
-		}
-		return nil
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &batchv1.Job{}, jobOwnerIndex, jobOwnerKeys); err != nil {
 		return fmt.Errorf("indexing Jobs by owner: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).Named("jobset").For(&jobsetv1alpha2.JobSet{}).Owns(&batchv1.Job{}).Owns(&corev1.Service{})
@@ -110,6 +105,14 @@ func inPlaceInputsChanged(oldObj, newObj client.Object) bool {
 	return !slices.Equal(slices.Collect(restartCounts(&oldPod.Status)), slices.Collect(restartCounts(&newPod.Status)))
 }
 
+// jobOwnerKeys indexes a Job under the UID of the JobSet that controls it, if one does.
+func jobOwnerKeys(obj client.Object) []string {
+	if owner := metav1.GetControllerOf(obj); owner != nil && owner.Kind == "JobSet" && owner.APIVersion == jobsetv1alpha2.GroupVersion.String() {
+		return []string{string(owner.UID)}
+	}
+	return nil
+}
+
 // podJobSetKeys indexes a pod under "<namespace>/<jobset-name label>", if it has the label.
 func podJobSetKeys(obj client.Object) []string {
 	if name, ok := obj.GetLabels()[jobsetv1alpha2.JobSetNameKey]; ok {
@@ -130,6 +133,8 @@ func associatedPods(ctx context.Context, c client.Reader, js *jobsetv1alpha2.Job
 	}
 	return pods.Items, nil
 }
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // Reconcile brings one JobSet a step towards its spec (reference §3, "Reconcile order").
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -214,16 +219,18 @@ func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, e
 		return ctrl.Result{}, nil
 	}
 
+	// A failure to create a child is recorded on every attempt, as upstream does, whether or not
+	// the status changes; the other events go out with the status write that carries them.
 	if err := r.ensureService(ctx, js); err != nil {
-		*events = append(*events, event{corev1.EventTypeWarning, reasonHeadlessServiceCreationFailed, err.Error()})
+		r.recorder.Event(js, corev1.EventTypeWarning, reasonHeadlessServiceCreationFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if err := r.ensureClaims(ctx, js); err != nil {
-		*events = append(*events, event{corev1.EventTypeWarning, reasonPVCCreationFailed, err.Error()})
+		r.recorder.Event(js, corev1.EventTypeWarning, reasonPVCCreationFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if err := r.createJobs(ctx, js, owned.Items, jobs); err != nil {
-		*events = append(*events, event{corev1.EventTypeWarning, reasonJobCreationFailed, err.Error()})
+		r.recorder.Event(js, corev1.EventTypeWarning, reasonJobCreationFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if err := r.suspendOrResume(ctx, js, jobs.active, now, events); err != nil {
@@ -247,11 +254,11 @@ func (r *Reconciler) inPlaceRestart(ctx context.Context, js *jobsetv1alpha2.JobS
 	if err != nil {
 		return err
 	}
-	out, err := reconcileInPlaceRestart(js, pods)
+	failed, err := reconcileInPlaceRestart(js, pods)
 	if err != nil {
 		return err
 	}
-	if out.failed {
+	if failed {
 		r.fail(js, reasonReachedMaxRestarts, messageReachedMaxRestarts, now)
 		*events = append(*events, event{corev1.EventTypeWarning, reasonReachedMaxRestarts, messageReachedMaxRestarts})
 	}

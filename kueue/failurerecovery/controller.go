@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
@@ -120,6 +121,8 @@ func (NodePredicate) Update(e event.TypedUpdateEvent[*corev1.Node]) bool {
 }
 func (NodePredicate) Delete(event.TypedDeleteEvent[*corev1.Node]) bool   { return false }
 func (NodePredicate) Generic(event.TypedGenericEvent[*corev1.Node]) bool { return false }
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
 
 // Reconcile fails and deletes the pod if it is eligible, its threshold has passed and its node is
 // unreachable; it requeues for the threshold, and otherwise waits for the node watch.
