@@ -19,7 +19,9 @@ import (
 func TestHeldUntilReconnect(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
-	client := fake.NewClientset(pod.DeepCopy())
+	// A pod of a connected node, whose publication shows that the held pod's turn has passed.
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "ns", UID: "u2"}}
+	client := fake.NewClientset(pod.DeepCopy(), other.DeepCopy())
 	var held atomic.Bool
 	held.Store(true)
 	m, err := New(Options{Client: client, Held: func(uid types.UID) bool { return uid == pod.UID && held.Load() }})
@@ -28,7 +30,7 @@ func TestHeldUntilReconnect(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go m.Run(ctx, 2)
+	go m.Run(ctx, 1) // one writer, first in first out
 
 	withMessage := *pod.Status.DeepCopy()
 	withMessage.Message = "written while cut off"
@@ -37,9 +39,11 @@ func TestHeldUntilReconnect(t *testing.T) {
 	if err := m.SetAndWait(waitCtx, pod, withMessage); err != nil {
 		t.Fatalf("SetAndWait on a held pod = %v, want it to return at once", err)
 	}
-	time.Sleep(200 * time.Millisecond) // the writers had time to (wrongly) write
-	if n := patches(client); n != 0 {
-		t.Fatalf("%d status patches sent for a held pod", n)
+	if err := m.SetAndWait(waitCtx, other, corev1.PodStatus{Phase: corev1.PodRunning}); err != nil {
+		t.Fatalf("SetAndWait on a connected pod: %v", err)
+	}
+	if n := patches(client); n != 1 {
+		t.Fatalf("%d status patches sent, want only the connected pod's: none for the held pod", n)
 	}
 
 	// Meanwhile the node lifecycle controller marked the pod not ready.
@@ -48,7 +52,7 @@ func TestHeldUntilReconnect(t *testing.T) {
 	held.Store(false)
 	m.Reconnect(apiPod)
 	deadline := time.Now().Add(5 * time.Second)
-	for patches(client) == 0 {
+	for patches(client) == 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("no status patch after Reconnect")
 		}
