@@ -29,13 +29,13 @@ func newDemoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Start a cluster and watch the real controllers and the emulated nodes work",
-		Long: `demo starts kube-apiserver and etcd with the in-place restart feature gates, runs the upstream
-Job, garbage-collector and node lifecycle controllers in-process and registers emulated nodes.
-It creates a Job whose worker has a RestartAllContainers rule, shows the pods the Job controller
-makes, the nodes restartbed's scheduler binds them to and the emulated kubelets running them;
-makes one worker exit with the rule's code and shows its pod restarting all its containers in
-place (same pod, same IP); then deletes the Job with foreground propagation and shows the garbage
-collector and the kubelets removing everything.`,
+		Long: `demo starts the default Kubernetes release's control plane (etcd, kube-apiserver,
+kube-controller-manager with every default controller, kube-scheduler) with emulated nodes. It
+creates a Job whose worker has a RestartAllContainers rule and shows the pods the Job controller
+makes, the nodes kube-scheduler binds them to and the emulated kubelets running them; makes one
+worker exit with the rule's code and shows its pod restarting all its containers in place (same
+pod, same IP); then deletes the Job with foreground propagation and shows the garbage collector and
+the kubelets removing everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if parallelism < 1 {

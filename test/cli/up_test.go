@@ -30,14 +30,29 @@ func kubectl(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// buildCLI builds cmd/restartbed into a temporary directory.
+// cliDir holds the restartbed binary the tests share; TestMain removes it.
+var cliDir string
+
+func TestMain(m *testing.M) {
+	var err error
+	if cliDir, err = os.MkdirTemp("", "restartbed-cli-"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(cliDir)
+	os.Exit(code)
+}
+
+var buildOnce = sync.OnceValues(func() ([]byte, error) {
+	return exec.Command("go", "build", "-o", filepath.Join(cliDir, "restartbed"), "../../cmd/restartbed").CombinedOutput()
+})
+
+// buildCLI builds cmd/restartbed, once for all the tests, and returns its path.
 func buildCLI(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "restartbed")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/restartbed")
-	if out, err := build.CombinedOutput(); err != nil {
+	if out, err := buildOnce(); err != nil {
 		t.Fatalf("building restartbed: %v\n%s", err, out)
 	}
-	return bin
+	return filepath.Join(cliDir, "restartbed")
 }
 
 // syncBuffer is a bytes.Buffer a process writes while the test reads.
