@@ -315,7 +315,7 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 	}
 	steps := yamlpath.At(doc, "spec", "steps")
 	for i := range spec.Steps {
-		l.validateStep(sc, &spec.Steps[i], yamlpath.At(steps, i), fmt.Sprintf("spec.steps[%d]", i))
+		l.checkStep(sc, &spec.Steps[i], yamlpath.At(steps, i), fmt.Sprintf("spec.steps[%d]", i))
 	}
 }
 
@@ -470,130 +470,6 @@ func decodeKubernetes(node *yaml.Node, out any) error {
 		return err
 	}
 	return sigsyaml.UnmarshalStrict(data, out)
-}
-
-// actions returns the names of the actions a step sets.
-func (s *Step) actions() []string {
-	var set []string
-	add := func(name string, ok bool) {
-		if ok {
-			set = append(set, name)
-		}
-	}
-	add("waitFor", s.WaitFor != nil)
-	add("expect", s.Expect != nil)
-	add("capture", s.Capture != nil)
-	add("sleep", s.Sleep != nil)
-	add("apply", s.Apply != nil)
-	add("delete", s.Delete != nil)
-	add("exitContainer", s.ExitContainer != nil)
-	add("oomKill", s.OOMKill != nil)
-	add("exec", s.Exec != nil)
-	add("failNode", s.FailNode != nil)
-	add("recoverNode", s.RecoverNode != nil)
-	add("restartKubelet", s.RestartKubelet != nil)
-	return set
-}
-
-// stepActions are the actions a step may take.
-var stepActions = []string{"waitFor", "expect", "capture", "sleep", "apply", "delete", "exitContainer", "oomKill", "exec",
-	"failNode", "recoverNode", "restartKubelet"}
-
-func (l *loader) validateStep(sc *Scenario, s *Step, node *yaml.Node, path string) {
-	s.Line = node.Line
-	actions := s.actions()
-	switch len(actions) {
-	case 0:
-		l.addf(node.Line, path, "no action: a step takes exactly one of %s", strings.Join(stepActions, ", "))
-		return
-	case 1:
-	default:
-		l.addf(node.Line, path, "%d actions (%s): a step takes exactly one; split it into %d steps",
-			len(actions), strings.Join(actions, ", "), len(actions))
-		return
-	}
-	if s.Timeout != nil && s.WaitFor == nil {
-		l.addf(yamlpath.At(node, "timeout").Line, path+".timeout", "only a waitFor step has a timeout")
-	}
-	expr := func(field, source string) {
-		prg, err := compile(source, true)
-		if err != nil {
-			l.addf(yamlpath.At(node, field).Line, path+"."+field, "%v", err)
-		}
-		s.program = prg
-	}
-	switch {
-	case s.WaitFor != nil:
-		expr("waitFor", *s.WaitFor)
-	case s.Expect != nil:
-		expr("expect", *s.Expect)
-	case s.Capture != nil:
-		capture := yamlpath.At(node, "capture")
-		if len(s.Capture) == 0 {
-			l.addf(capture.Line, path+".capture", "nothing to capture: give key: CEL pairs")
-		}
-		for i := 0; i+1 < len(capture.Content); i += 2 {
-			key := capture.Content[i].Value
-			s.captureKeys = append(s.captureKeys, key)
-			prg, err := compile(s.Capture[key], false)
-			if err != nil {
-				l.addf(capture.Content[i+1].Line, path+".capture."+key, "%v", err)
-			}
-			s.captures = append(s.captures, prg)
-		}
-	case s.Apply != nil:
-		if len(s.Apply) == 0 {
-			l.addf(yamlpath.At(node, "apply").Line, path+".apply", "nothing to apply")
-		}
-		for i, src := range s.Apply {
-			s.ApplyObjects = append(s.ApplyObjects, l.objects(src, yamlpath.At(node, "apply", i), fmt.Sprintf("%s.apply[%d]", path, i))...)
-		}
-	case s.Delete != nil:
-		d := yamlpath.At(node, "delete")
-		switch {
-		case s.Delete.Pod != nil:
-			if s.Delete.Kind != "" || s.Delete.Name != "" || s.Delete.APIVersion != "" {
-				l.addf(d.Line, path+".delete", "pod names the pod to delete: give it instead of kind and name, not with them")
-			}
-			l.podRef(*s.Delete.Pod, yamlpath.At(d, "pod"), path+".delete.pod")
-		default:
-			if s.Delete.Kind == "" {
-				l.addf(d.Line, path+".delete.kind", "required: the kind of the object, such as Pod or JobSet (or pod: POD)")
-			}
-			if s.Delete.Name == "" {
-				l.addf(d.Line, path+".delete.name", "required: the name of the object")
-			}
-		}
-		if g := s.Delete.GracePeriodSeconds; g != nil && *g < 0 {
-			l.addf(yamlpath.At(d, "gracePeriodSeconds").Line, path+".delete.gracePeriodSeconds", "must not be negative, got %d", *g)
-		}
-	case s.ExitContainer != nil:
-		e := yamlpath.At(node, "exitContainer")
-		l.podRef(s.ExitContainer.Pod, yamlpath.At(e, "pod"), path+".exitContainer.pod")
-		l.required(s.ExitContainer.Container, e, path+".exitContainer.container")
-		if c := s.ExitContainer.ExitCode; c == nil {
-			l.addf(e.Line, path+".exitContainer.exitCode", "required: the code the process exits with (0-255)")
-		} else if *c < 0 || *c > 255 {
-			l.addf(yamlpath.At(e, "exitCode").Line, path+".exitContainer.exitCode", "must be 0-255, got %d", *c)
-		}
-	case s.OOMKill != nil:
-		e := yamlpath.At(node, "oomKill")
-		l.podRef(s.OOMKill.Pod, yamlpath.At(e, "pod"), path+".oomKill.pod")
-		l.required(s.OOMKill.Container, e, path+".oomKill.container")
-	case s.Exec != nil:
-		e := yamlpath.At(node, "exec")
-		l.podRef(s.Exec.Pod, yamlpath.At(e, "pod"), path+".exec.pod")
-		l.required(s.Exec.Container, e, path+".exec.container")
-		if len(s.Exec.Command) == 0 {
-			l.addf(e.Line, path+".exec.command", "required: the command and its arguments, such as [touch, /tmp/exit3]")
-		}
-	case s.FailNode != nil:
-		l.nodeTarget(sc, s.FailNode, yamlpath.At(node, "failNode"), path+".failNode")
-	case s.RecoverNode != nil:
-		l.nodeTarget(sc, s.RecoverNode, yamlpath.At(node, "recoverNode"), path+".recoverNode")
-	case s.RestartKubelet != nil:
-		l.nodeTarget(sc, s.RestartKubelet, yamlpath.At(node, "restartKubelet"), path+".restartKubelet")
-	}
 }
 
 func (l *loader) required(value string, node *yaml.Node, path string) {

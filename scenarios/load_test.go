@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -158,5 +159,43 @@ func TestMalformedScenarios(t *testing.T) {
 				t.Errorf("got:\n%s\nwant it to contain:\n%s", got, tc.want)
 			}
 		})
+	}
+}
+
+// Every action field of Step is one kind of step, and each kind sees its own field only: a field
+// without its entry in stepKinds would be accepted in a file and never run.
+func TestEveryStepFieldIsOneKind(t *testing.T) {
+	kinds := map[string]stepKind{}
+	for _, k := range stepKinds {
+		kinds[k.key] = k
+	}
+	for f := range reflect.TypeFor[Step]().Fields() {
+		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if tag == "" || tag == "-" || tag == "name" || tag == "timeout" {
+			continue
+		}
+		if _, ok := kinds[tag]; !ok {
+			t.Errorf("Step.%s (%s) is no kind of step: add it to stepKinds", f.Name, tag)
+			continue
+		}
+		delete(kinds, tag)
+		var s Step
+		field := reflect.ValueOf(&s).Elem().FieldByIndex(f.Index)
+		switch field.Kind() {
+		case reflect.Pointer:
+			field.Set(reflect.New(field.Type().Elem()))
+		case reflect.Map:
+			field.Set(reflect.MakeMap(field.Type()))
+		case reflect.Slice:
+			field.Set(reflect.MakeSlice(field.Type(), 0, 0))
+		}
+		for _, k := range stepKinds {
+			if got, want := k.set(&s), k.key == tag; got != want {
+				t.Errorf("with only %s set, kind %s reports set = %t", tag, k.key, got)
+			}
+		}
+	}
+	for key := range kinds {
+		t.Errorf("stepKinds has %s, which no field of Step decodes", key)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/google/cel-go/cel"
+
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/timing"
 )
@@ -151,7 +153,7 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 	for i := range sc.Spec.Steps {
 		step := &sc.Spec.Steps[i]
 		began := cluster.Clock.Now()
-		failure := r.step(ctx, step)
+		failure := step.run(ctx, r)
 		sr := StepResult{Index: i + 1, Title: step.title(), Status: Passed, Took: cluster.Clock.Since(began),
 			At: cluster.Clock.Since(r.obs.start), Failure: failure}
 		if failure != "" {
@@ -178,42 +180,6 @@ func (r *Result) skipAll(from int) {
 	for i := from; i < len(r.Scenario.Spec.Steps); i++ {
 		r.Steps = append(r.Steps, StepResult{Index: i + 1, Title: r.Scenario.Spec.Steps[i].title(), Status: Skipped})
 	}
-}
-
-// title is the step's name, or its action with its main argument.
-func (s *Step) title() string {
-	if s.Name != "" {
-		return s.Name
-	}
-	switch {
-	case s.WaitFor != nil:
-		return "waitFor " + *s.WaitFor
-	case s.Expect != nil:
-		return "expect " + *s.Expect
-	case s.Capture != nil:
-		return "capture " + strings.Join(s.captureKeys, ", ")
-	case s.Sleep != nil:
-		return "sleep " + s.Sleep.String()
-	case s.Apply != nil:
-		return fmt.Sprintf("apply %d object(s)", len(s.ApplyObjects))
-	case s.Delete != nil && s.Delete.Pod != nil:
-		return fmt.Sprintf("delete pod %s", s.Delete.Pod)
-	case s.Delete != nil:
-		return fmt.Sprintf("delete %s %s", s.Delete.Kind, s.Delete.Name)
-	case s.ExitContainer != nil:
-		return fmt.Sprintf("exitContainer %s/%s %d", s.ExitContainer.Pod, s.ExitContainer.Container, *s.ExitContainer.ExitCode)
-	case s.OOMKill != nil:
-		return fmt.Sprintf("oomKill %s/%s", s.OOMKill.Pod, s.OOMKill.Container)
-	case s.Exec != nil:
-		return fmt.Sprintf("exec %s/%s %s", s.Exec.Pod, s.Exec.Container, strings.Join(s.Exec.Command, " "))
-	case s.FailNode != nil:
-		return "failNode " + s.FailNode.String()
-	case s.RecoverNode != nil:
-		return "recoverNode " + s.RecoverNode.String()
-	case s.RestartKubelet != nil:
-		return "restartKubelet " + s.RestartKubelet.String()
-	}
-	return "step"
 }
 
 func (t *NodeTarget) String() string {
@@ -293,82 +259,11 @@ func Apply(ctx context.Context, cluster *envtest.Cluster, dyn dynamic.Interface,
 	return nil
 }
 
-// step runs one step and returns why it failed, or "".
-func (r *runner) step(ctx context.Context, s *Step) string {
+// waitFor waits until the program is true, re-evaluating it on every change it observes and
+// every reevaluateEvery, for at most timeout; it returns why it failed, or "".
+func (r *runner) waitFor(ctx context.Context, source string, program cel.Program, timeout time.Duration) string {
 	clk := r.cluster.Clock
-	switch {
-	case s.WaitFor != nil:
-		return r.waitFor(ctx, s)
-	case s.Expect != nil:
-		v, err := r.obs.eval(s.program)
-		if err != nil {
-			return r.explain("expect", *s.Expect, err)
-		}
-		if v != true {
-			return r.explain("expect", *s.Expect, nil)
-		}
-	case s.Capture != nil:
-		for i, key := range s.captureKeys {
-			v, err := r.obs.eval(s.captures[i])
-			if err != nil {
-				return r.explain("capture "+key, s.Capture[key], err)
-			}
-			r.obs.capture(key, v)
-		}
-	case s.Sleep != nil:
-		select {
-		case <-clk.After(s.Sleep.Duration):
-		case <-ctx.Done():
-			return ctx.Err().Error()
-		}
-	case s.Apply != nil:
-		if err := r.apply(ctx, s.ApplyObjects); err != nil {
-			return err.Error()
-		}
-	case s.Delete != nil && s.Delete.Pod != nil:
-		return r.onPod(ctx, *s.Delete.Pod, func(pod *corev1.Pod) error {
-			return r.delete(ctx, &DeleteAction{Kind: "Pod", Name: pod.Name, Namespace: pod.Namespace, GracePeriodSeconds: s.Delete.GracePeriodSeconds})
-		})
-	case s.Delete != nil:
-		if err := r.delete(ctx, s.Delete); err != nil {
-			return err.Error()
-		}
-	case s.ExitContainer != nil:
-		return r.onPod(ctx, s.ExitContainer.Pod, func(pod *corev1.Pod) error {
-			return r.cluster.Kubelet.ExitContainer(pod.Namespace, pod.Name, s.ExitContainer.Container, *s.ExitContainer.ExitCode)
-		})
-	case s.OOMKill != nil:
-		return r.onPod(ctx, s.OOMKill.Pod, func(pod *corev1.Pod) error {
-			return r.cluster.Kubelet.OOMKill(pod.Namespace, pod.Name, s.OOMKill.Container)
-		})
-	case s.Exec != nil:
-		return r.onPod(ctx, s.Exec.Pod, func(pod *corev1.Pod) error {
-			code, out, err := r.cluster.Kubelet.Exec(ctx, pod.Namespace, pod.Name, s.Exec.Container, s.Exec.Command)
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return fmt.Errorf("exit code %d; output:\n%s", code, indent(out))
-			}
-			return nil
-		})
-	case s.FailNode != nil:
-		return r.onNode(ctx, s.FailNode, r.cluster.Kubelet.FailNode)
-	case s.RecoverNode != nil:
-		return r.onNode(ctx, s.RecoverNode, func(node string) error { return r.cluster.Kubelet.RecoverNode(ctx, node) })
-	case s.RestartKubelet != nil:
-		return r.onNode(ctx, s.RestartKubelet, r.cluster.Kubelet.RestartKubelet)
-	}
-	return ""
-}
-
-func (r *runner) waitFor(ctx context.Context, s *Step) string {
-	timeout := DefaultWaitTimeout
-	if s.Timeout != nil {
-		timeout = s.Timeout.Duration
-	}
-	clk := r.cluster.Clock
-	w := r.obs.startWait(s.program)
+	w := r.obs.startWait(program)
 	deadline := clk.After(timeout)
 	tick := clk.NewTicker(reevaluateEvery)
 	defer tick.Stop()
@@ -381,7 +276,7 @@ func (r *runner) waitFor(ctx context.Context, s *Step) string {
 			r.obs.reevaluate()
 		case <-deadline:
 			lastErr, evals := r.obs.stopWait()
-			return r.explain(fmt.Sprintf("waitFor (timed out after %s, %d evaluations)", timeout, evals), *s.WaitFor, lastErr)
+			return r.explain(fmt.Sprintf("waitFor (timed out after %s, %d evaluations)", timeout, evals), source, lastErr)
 		case <-ctx.Done():
 			r.obs.stopWait()
 			return "interrupted: " + ctx.Err().Error()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/cel-go/cel"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -109,68 +108,6 @@ type Object struct {
 	*unstructured.Unstructured
 	// Origin is "FILE:LINE" of the manifest.
 	Origin string
-}
-
-// Step is one step: an optional name and exactly one action.
-type Step struct {
-	Name string `yaml:"name"`
-
-	WaitFor        *string           `yaml:"waitFor"`
-	Timeout        *Duration         `yaml:"timeout"`
-	Expect         *string           `yaml:"expect"`
-	Capture        map[string]string `yaml:"capture"`
-	Sleep          *Duration         `yaml:"sleep"`
-	Apply          []ObjectSource    `yaml:"apply"`
-	Delete         *DeleteAction     `yaml:"delete"`
-	ExitContainer  *ExitContainer    `yaml:"exitContainer"`
-	Exec           *ExecAction       `yaml:"exec"`
-	FailNode       *NodeTarget       `yaml:"failNode"`
-	RecoverNode    *NodeTarget       `yaml:"recoverNode"`
-	RestartKubelet *NodeTarget       `yaml:"restartKubelet"`
-	OOMKill        *ContainerTarget  `yaml:"oomKill"`
-
-	// Line is where the step starts in its file.
-	Line int `yaml:"-"`
-	// ApplyObjects are the decoded objects of an apply step.
-	ApplyObjects []Object `yaml:"-"`
-	// captureKeys are Capture's keys in file order, and captures their compiled expressions.
-	captureKeys []string
-	captures    []cel.Program
-	// program is the compiled waitFor or expect.
-	program cel.Program
-}
-
-// DeleteAction deletes an object as a client would.
-type DeleteAction struct {
-	// APIVersion disambiguates a kind served by several groups (optional).
-	APIVersion         string `yaml:"apiVersion"`
-	Kind               string `yaml:"kind"`
-	Name               string `yaml:"name"`
-	Namespace          string `yaml:"namespace"`
-	GracePeriodSeconds *int64 `yaml:"gracePeriodSeconds"`
-	// Pod (a restartbed extension) names the pod to delete by name or selector, instead of kind
-	// and name: a Job's pods have generated names.
-	Pod *PodRef `yaml:"pod"`
-}
-
-// ExitContainer makes a running container's process exit with a code.
-type ExitContainer struct {
-	Pod       PodRef `yaml:"pod"`
-	Container string `yaml:"container"`
-	ExitCode  *int32 `yaml:"exitCode"`
-}
-
-// ContainerTarget names one container of one pod.
-type ContainerTarget struct {
-	Pod       PodRef `yaml:"pod"`
-	Container string `yaml:"container"`
-}
-
-// ExecAction runs a command in a container's filesystem.
-type ExecAction struct {
-	Pod       PodRef   `yaml:"pod"`
-	Container string   `yaml:"container"`
-	Command   []string `yaml:"command"`
 }
 
 // NodeTarget names a node directly or as the node a pod is bound to.
