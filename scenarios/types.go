@@ -17,7 +17,7 @@ const (
 	Kind       = "Scenario"
 )
 
-// Defaults of the format (../shared/SCENARIOS.md).
+// Defaults of the format (docs/scenarios.md).
 const (
 	DefaultNamespace   = "default"
 	DefaultPool        = "node"
