@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
 	"github.com/restartbed/restartbed/fakekubelet/status"
@@ -248,7 +249,7 @@ func restartingAll(s *corev1.PodStatus) bool {
 }
 
 // syncRunning publishes the status of a live pod and starts, restarts or resets its containers.
-func (p *pods) syncRunning(ctx context.Context, pod *corev1.Pod, st *podState, rt *runtime.PodStatus, old, gen corev1.PodStatus) error {
+func (p *pods) syncRunning(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, old, gen corev1.PodStatus) error {
 	if restartingAll(&gen) {
 		// The trigger (a cleanup under way never gets here, see sync): publish it before the
 		// cleanup, however short, so that it is seen (X2).
@@ -275,13 +276,13 @@ func (p *pods) syncRunning(ctx context.Context, pod *corev1.Pod, st *podState, r
 // resetAll advances a RestartAllContainers cleanup by one step: every instance of every init and
 // regular container is stopped with the short grace and no preStop, one at a time, targets
 // before sources, then removed (reference §3.3). Ephemeral containers are left alone.
-func (p *pods) resetAll(pod *corev1.Pod, st *podState, rt *runtime.PodStatus) {
-	var targets, sources []*runtime.Status
-	collect := func(containers []corev1.Container) (t, s []*runtime.Status) {
+func (p *pods) resetAll(pod *corev1.Pod, st *podState, rt *container.PodStatus) {
+	var targets, sources []*container.Status
+	collect := func(containers []corev1.Container) (t, s []*container.Status) {
 		for i := range containers {
 			c := &containers[i]
 			for _, inst := range rt.Instances(c.Name) {
-				if inst.State == runtime.Exited && p.rules.RestartsAll(c, inst.ExitCode) {
+				if inst.State == container.Exited && p.rules.RestartsAll(c, inst.ExitCode) {
 					s = append(s, inst)
 				} else {
 					t = append(t, inst)
@@ -295,7 +296,7 @@ func (p *pods) resetAll(pod *corev1.Pod, st *podState, rt *runtime.PodStatus) {
 	targets = append(regularTargets, initTargets...)
 	sources = append(regularSources, initSources...)
 	for _, inst := range append(targets, sources...) {
-		if inst.State == runtime.Running {
+		if inst.State == container.Running {
 			if !st.stopIssued[inst.ID] {
 				st.stopIssued[inst.ID] = true
 				p.events.container(pod, containerSpec(pod, inst.Name), corev1.EventTypeNormal, eventKilling, "killing")
@@ -312,14 +313,14 @@ func (p *pods) resetAll(pod *corev1.Pod, st *podState, rt *runtime.PodStatus) {
 
 // startContainers starts what the kubelet would start now (reference §4.3): the next init
 // container, a sidecar gated on its startup probe, then every regular container that should run.
-func (p *pods) startContainers(pod *corev1.Pod, st *podState, rt *runtime.PodStatus) {
+func (p *pods) startContainers(pod *corev1.Pod, st *podState, rt *container.PodStatus) {
 	initialized := restart.HasRunningRegular(&pod.Spec, rt)
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		latest := rt.Latest(c.Name)
 		if restart.IsSidecar(c) {
 			switch {
-			case latest == nil || latest.State == runtime.Exited:
+			case latest == nil || latest.State == container.Exited:
 				p.start(pod, st, c, rt)
 				if !initialized {
 					return
@@ -336,9 +337,9 @@ func (p *pods) startContainers(pod *corev1.Pod, st *podState, rt *runtime.PodSta
 			}
 			p.start(pod, st, c, rt)
 			return
-		case latest.State == runtime.Running:
+		case latest.State == container.Running:
 			return
-		case latest.ExitCode == 0 && latest.Reason != runtime.ReasonOOMKilled:
+		case latest.ExitCode == 0 && latest.Reason != container.ReasonOOMKilled:
 			continue
 		case p.rules.ShouldRestart(c, pod.Spec.RestartPolicy, latest.ExitCode):
 			p.start(pod, st, c, rt)
@@ -350,7 +351,7 @@ func (p *pods) startContainers(pod *corev1.Pod, st *podState, rt *runtime.PodSta
 	anyWillRun := false
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		if latest := rt.Latest(c.Name); latest != nil && latest.State == runtime.Running {
+		if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
 			anyWillRun = true
 			continue
 		}
@@ -367,9 +368,9 @@ func (p *pods) startContainers(pod *corev1.Pod, st *podState, rt *runtime.PodSta
 }
 
 // start starts c unless its crash-loop backoff holds it back (reference §4.2).
-func (p *pods) start(pod *corev1.Pod, st *podState, c *corev1.Container, rt *runtime.PodStatus) {
+func (p *pods) start(pod *corev1.Pod, st *podState, c *corev1.Container, rt *container.PodStatus) {
 	key := c.Name + "@" + c.Image
-	if latest := rt.Latest(c.Name); latest != nil && latest.State == runtime.Exited {
+	if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Exited {
 		if st.backoff.IsInBackOffSince(key, latest.FinishedAt) {
 			delay := st.backoff.Get(key)
 			st.reasons[c.Name] = status.Waiting{Reason: status.ReasonCrashLoopBackOff,
@@ -413,7 +414,7 @@ func (p *pods) podGrace(pod *corev1.Pod) time.Duration {
 // stopAll stops the pod's running containers as the kubelet kills a pod: regular containers (and
 // a running regular init container) first, each after its preStop hook, then the sidecars one at
 // a time in reverse order; grace counts from the start of the shutdown.
-func (p *pods) stopAll(pod *corev1.Pod, st *podState, rt *runtime.PodStatus, grace time.Duration) {
+func (p *pods) stopAll(pod *corev1.Pod, st *podState, rt *container.PodStatus, grace time.Duration) {
 	if st.shutdownSince.IsZero() {
 		st.shutdownSince = p.clock.Now()
 	}
@@ -427,7 +428,7 @@ func (p *pods) stopAll(pod *corev1.Pod, st *podState, rt *runtime.PodStatus, gra
 				sidecars = append(sidecars, c)
 				continue
 			}
-			if latest := rt.Latest(c.Name); latest != nil && latest.State == runtime.Running {
+			if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
 				mainRunning = true
 				p.stopOne(pod, st, c, latest, remaining, "")
 			}
@@ -437,7 +438,7 @@ func (p *pods) stopAll(pod *corev1.Pod, st *podState, rt *runtime.PodStatus, gra
 		return
 	}
 	for i := len(sidecars) - 1; i >= 0; i-- {
-		if latest := rt.Latest(sidecars[i].Name); latest != nil && latest.State == runtime.Running {
+		if latest := rt.Latest(sidecars[i].Name); latest != nil && latest.State == container.Running {
 			p.stopOne(pod, st, sidecars[i], latest, remaining, "")
 			return
 		}
@@ -457,7 +458,7 @@ func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
 }
 
 // stopOne runs the container's preStop hook (best effort, within the grace) and then stops it.
-func (p *pods) stopOne(pod *corev1.Pod, st *podState, c *corev1.Container, inst *runtime.Status, grace time.Duration, message string) {
+func (p *pods) stopOne(pod *corev1.Pod, st *podState, c *corev1.Container, inst *container.Status, grace time.Duration, message string) {
 	if st.stopIssued[inst.ID] {
 		return
 	}
@@ -491,8 +492,8 @@ func (p *pods) stopOne(pod *corev1.Pod, st *podState, c *corev1.Container, inst 
 
 // syncShutdown stops a deleted or terminal pod's containers and, once all have stopped,
 // publishes its final status; a deleted pod is then removed from the API.
-func (p *pods) syncShutdown(ctx context.Context, pod *corev1.Pod, st *podState, rt *runtime.PodStatus, in status.Input) error {
-	running := slices.ContainsFunc(rt.Containers, func(s runtime.Status) bool { return s.State == runtime.Running })
+func (p *pods) syncShutdown(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, in status.Input) error {
+	running := slices.ContainsFunc(rt.Containers, func(s container.Status) bool { return s.State == container.Running })
 	if running {
 		p.status.Set(pod, status.Generate(in))
 		p.stopAll(pod, st, rt, p.podGrace(pod))

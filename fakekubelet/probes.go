@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 
-	"github.com/restartbed/restartbed/fakekubelet/runtime"
+	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/shell"
 )
 
@@ -57,7 +57,7 @@ func (k probeKind) of(c *corev1.Container) *corev1.Probe {
 // probe runs the probes that are due for the pod's running containers, acts on their results
 // (a failed startup or liveness probe stops the container; the restart rules then decide), and
 // asks for a sync when the next probe is due.
-func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *runtime.PodStatus) {
+func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus) {
 	now := p.clock.Now()
 	var nextDue time.Time
 	changed := false
@@ -65,7 +65,7 @@ func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *run
 		for i := range list {
 			c := &list[i]
 			inst := rt.Latest(c.Name)
-			if inst == nil || inst.State != runtime.Running || st.stopIssued[inst.ID] ||
+			if inst == nil || inst.State != container.Running || st.stopIssued[inst.ID] ||
 				(c.StartupProbe == nil && c.LivenessProbe == nil && c.ReadinessProbe == nil) {
 				continue
 			}

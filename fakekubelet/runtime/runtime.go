@@ -28,102 +28,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/shell"
 	"github.com/restartbed/restartbed/fakekubelet/vfs"
 )
 
-// State is a container instance's state, as the CRI reports it.
-type State string
-
-const (
-	// Running: the process runs.
-	Running State = "running"
-	// Exited: the process ended, or never started (a start error).
-	Exited State = "exited"
-)
-
-// Exit reasons, as containerd reports them.
-const (
-	ReasonCompleted  = "Completed"
-	ReasonError      = "Error"
-	ReasonOOMKilled  = "OOMKilled"
-	ReasonStartError = "StartError"
-)
-
 // exitStartError is containerd's exit code for a container whose process could not start.
 const exitStartError = 128
-
-// Status is a snapshot of one container instance.
-type Status struct {
-	ID   string
-	Name string
-	// Attempt counts the instances of this container since the pod started or since its
-	// instances were last all removed.
-	Attempt    int
-	State      State
-	CreatedAt  time.Time
-	StartedAt  time.Time
-	FinishedAt time.Time
-	ExitCode   int32
-	Reason     string
-	Message    string
-	Image      string
-	ImageRef   string
-}
-
-// ContainerID is the status's ID as the API shows it.
-func (s *Status) ContainerID() string { return "containerd://" + s.ID }
-
-// PodStatus is a snapshot of one pod's sandbox and container instances.
-type PodStatus struct {
-	UID          types.UID
-	IP           string
-	SandboxReady bool
-	// Containers are every instance, newest first.
-	Containers []Status
-}
-
-// Latest returns the newest instance of the named container, or nil.
-func (p *PodStatus) Latest(name string) *Status {
-	if p == nil {
-		return nil
-	}
-	for i := range p.Containers {
-		if p.Containers[i].Name == name {
-			return &p.Containers[i]
-		}
-	}
-	return nil
-}
-
-// Previous returns the second-newest instance of the named container, or nil.
-func (p *PodStatus) Previous(name string) *Status {
-	if p == nil {
-		return nil
-	}
-	seen := false
-	for i := range p.Containers {
-		if p.Containers[i].Name == name {
-			if seen {
-				return &p.Containers[i]
-			}
-			seen = true
-		}
-	}
-	return nil
-}
-
-// Instances returns every instance of the named container, newest first.
-func (p *PodStatus) Instances(name string) []*Status {
-	var out []*Status
-	for i := range p.Containers {
-		if p.Containers[i].Name == name {
-			out = append(out, &p.Containers[i])
-		}
-	}
-	return out
-}
 
 // Options configure a Runtime.
 type Options struct {
@@ -191,7 +103,7 @@ type sandbox struct {
 
 // instance is one container instance and its process.
 type instance struct {
-	status Status
+	status container.Status
 	fs     *vfs.FS
 	env    shell.Env
 	logs   *tailBuffer
@@ -247,14 +159,14 @@ func (r *Runtime) HasSandbox(uid types.UID) bool {
 }
 
 // Status returns a snapshot of the pod's sandbox and instances.
-func (r *Runtime) Status(uid types.UID) (PodStatus, bool) {
+func (r *Runtime) Status(uid types.UID) (container.PodStatus, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sb := r.pods[uid]
 	if sb == nil {
-		return PodStatus{UID: uid}, false
+		return container.PodStatus{UID: uid}, false
 	}
-	ps := PodStatus{UID: uid, IP: sb.ip, SandboxReady: sb.ready, Containers: make([]Status, 0, len(sb.instances))}
+	ps := container.PodStatus{UID: uid, IP: sb.ip, SandboxReady: sb.ready, Containers: make([]container.Status, 0, len(sb.instances))}
 	for i := len(sb.instances) - 1; i >= 0; i-- {
 		ps.Containers = append(ps.Containers, sb.instances[i].status)
 	}
@@ -274,19 +186,19 @@ func imageOf(image string) (name, ref string) {
 
 // Start creates and starts an instance of c. A container whose command cannot run gets an
 // instance that exited at once with containerd's StartError; the error says why.
-func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (Status, error) {
+func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (container.Status, error) {
 	r.mu.Lock()
 	sb := r.pods[pod.UID]
 	if sb == nil {
 		r.mu.Unlock()
-		return Status{}, fmt.Errorf("runtime: pod %s/%s has no sandbox", pod.Namespace, pod.Name)
+		return container.Status{}, fmt.Errorf("runtime: pod %s/%s has no sandbox", pod.Namespace, pod.Name)
 	}
 	r.seq++
 	now := r.opts.Clock.Now()
 	sum := sha256.Sum256([]byte(string(pod.UID) + "/" + c.Name + "/" + strconv.FormatUint(r.seq, 10)))
 	image, imageRef := imageOf(c.Image)
 	in := &instance{
-		status: Status{ID: hex.EncodeToString(sum[:]), Name: c.Name, Attempt: sb.attempts[c.Name], State: Running,
+		status: container.Status{ID: hex.EncodeToString(sum[:]), Name: c.Name, Attempt: sb.attempts[c.Name], State: container.Running,
 			CreatedAt: now, StartedAt: now, Image: image, ImageRef: imageRef},
 		spec:     *c.DeepCopy(),
 		logs:     &tailBuffer{max: logTail},
@@ -320,11 +232,11 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (Sta
 		startErr = shell.Check(argv)
 	}
 	if startErr != nil {
-		in.status.State = Exited
+		in.status.State = container.Exited
 		in.status.StartedAt = time.Time{}
 		in.status.FinishedAt = now
 		in.status.ExitCode = exitStartError
-		in.status.Reason = ReasonStartError
+		in.status.Reason = container.ReasonStartError
 		in.status.Message = fmt.Sprintf("failed to create containerd task: failed to create shim task: OCI runtime create failed: "+
 			"runc create failed: unable to start container process: error during container init: %v: unknown", startErr)
 		close(in.done)
@@ -408,7 +320,7 @@ func pruneExited(sb *sandbox, name string) {
 			continue
 		}
 		seen++
-		if seen > 2 && in.status.State == Exited {
+		if seen > 2 && in.status.State == container.Exited {
 			sb.instances = slices.Delete(sb.instances, i, i+1)
 		}
 	}
@@ -421,11 +333,11 @@ func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 	in.term()
 	in.kill()
 	clear(in.handlers)
-	if in.status.State != Running {
+	if in.status.State != container.Running {
 		r.mu.Unlock()
 		return
 	}
-	in.status.State = Exited
+	in.status.State = container.Exited
 	in.status.FinishedAt = r.opts.Clock.Now()
 	in.status.ExitCode = code
 	if in.forced != nil {
@@ -433,11 +345,11 @@ func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 	}
 	switch {
 	case in.forced != nil && in.forced.oom:
-		in.status.Reason = ReasonOOMKilled
+		in.status.Reason = container.ReasonOOMKilled
 	case in.status.ExitCode == 0:
-		in.status.Reason = ReasonCompleted
+		in.status.Reason = container.ReasonCompleted
 	default:
-		in.status.Reason = ReasonError
+		in.status.Reason = container.ReasonError
 	}
 	in.status.Message = terminationMessage(in)
 	r.mu.Unlock()
@@ -482,7 +394,7 @@ func (r *Runtime) find(uid types.UID, id string) (*sandbox, *instance) {
 func (r *Runtime) Stop(uid types.UID, id string, grace time.Duration) {
 	r.mu.Lock()
 	_, in := r.find(uid, id)
-	if in == nil || in.status.State != Running || in.stopping {
+	if in == nil || in.status.State != container.Running || in.stopping {
 		r.mu.Unlock()
 		return
 	}
@@ -515,7 +427,7 @@ func (r *Runtime) Remove(uid types.UID, id string) error {
 	if in == nil {
 		return nil
 	}
-	if in.status.State == Running {
+	if in.status.State == container.Running {
 		return fmt.Errorf("runtime: container %s (%s) is running", in.status.Name, id)
 	}
 	sb.instances = slices.DeleteFunc(sb.instances, func(x *instance) bool { return x == in })
@@ -552,7 +464,7 @@ func (r *Runtime) running(uid types.UID, name string) (*instance, error) {
 	}
 	for i := len(sb.instances) - 1; i >= 0; i-- {
 		if in := sb.instances[i]; in.status.Name == name {
-			if in.status.State != Running {
+			if in.status.State != container.Running {
 				break
 			}
 			return in, nil
@@ -611,7 +523,7 @@ func (r *Runtime) Logs(uid types.UID, id string) string {
 func (r *Runtime) serve(uid types.UID, in *instance, port int32, h http.Handler) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if in.status.State == Running {
+	if in.status.State == container.Running {
 		in.handlers[port] = h
 	}
 }
@@ -623,7 +535,7 @@ func (r *Runtime) handler(uid types.UID, port int32) http.Handler {
 		return nil
 	}
 	for _, in := range sb.instances {
-		if h := in.handlers[port]; h != nil && in.status.State == Running {
+		if h := in.handlers[port]; h != nil && in.status.State == container.Running {
 			return h
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 )
 
@@ -45,7 +46,7 @@ func (h *harness) waitExit(t *testing.T, name string) {
 	for {
 		select {
 		case uid := <-h.events:
-			if ps, _ := h.rt.Status(uid); ps.Latest(name) != nil && ps.Latest(name).State == Exited {
+			if ps, _ := h.rt.Status(uid); ps.Latest(name) != nil && ps.Latest(name).State == container.Exited {
 				return
 			}
 		case <-time.After(5 * time.Second):
@@ -75,7 +76,7 @@ func TestExitReasonsAttemptsAndRemoval(t *testing.T) {
 	h.waitExit(t, "c")
 	ps, _ := h.rt.Status(pod.UID)
 	got := ps.Latest("c")
-	if got.ID != first.ID || got.State != Exited || got.ExitCode != 3 || got.Reason != ReasonError || got.Message != "boom" {
+	if got.ID != first.ID || got.State != container.Exited || got.ExitCode != 3 || got.Reason != container.ReasonError || got.Message != "boom" {
 		t.Fatalf("first instance: %+v", got)
 	}
 	if got.Image != "docker.io/library/busybox:latest" || !strings.HasPrefix(got.ImageRef, "docker.io/library/busybox@sha256:") {
@@ -112,13 +113,13 @@ func TestStopGraceAndFaults(t *testing.T) {
 	for !h.clock.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
-	if ps, _ := h.rt.Status(pod.UID); ps.Latest("sleeper").State != Running {
+	if ps, _ := h.rt.Status(pod.UID); ps.Latest("sleeper").State != container.Running {
 		t.Fatal("the script should still run: PID 1 ignores SIGTERM")
 	}
 	h.clock.Step(2 * time.Second)
 	h.waitExit(t, "sleeper")
 	ps, _ := h.rt.Status(pod.UID)
-	if s := ps.Latest("sleeper"); s.ExitCode != 137 || s.Reason != ReasonError {
+	if s := ps.Latest("sleeper"); s.ExitCode != 137 || s.Reason != container.ReasonError {
 		t.Fatalf("after the grace: %+v, want 137 Error", s)
 	}
 
@@ -131,7 +132,7 @@ func TestStopGraceAndFaults(t *testing.T) {
 	}
 	h.waitExit(t, "idle")
 	ps, _ = h.rt.Status(pod.UID)
-	if s := ps.Latest("idle"); s.ExitCode != 137 || s.Reason != ReasonOOMKilled {
+	if s := ps.Latest("idle"); s.ExitCode != 137 || s.Reason != container.ReasonOOMKilled {
 		t.Fatalf("OOM kill: %+v", s)
 	}
 	if err := h.rt.Exit(pod.UID, "idle", 1, false); !errors.Is(err, ErrNotRunning) {
@@ -144,7 +145,7 @@ func TestStartErrorAndVolumes(t *testing.T) {
 	pod := testPod()
 	h.rt.RunSandbox(pod, "10.64.0.2")
 	st, err := h.rt.Start(pod, &corev1.Container{Name: "py", Command: []string{"python3", "x.py"}}, nil)
-	if err == nil || st.State != Exited || st.ExitCode != 128 || st.Reason != ReasonStartError ||
+	if err == nil || st.State != container.Exited || st.ExitCode != 128 || st.Reason != container.ReasonStartError ||
 		!strings.Contains(st.Message, `exec: "python3": executable file not found in $PATH`) {
 		t.Fatalf("start error: %+v, %v", st, err)
 	}

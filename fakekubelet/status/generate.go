@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubectl/pkg/util/qos"
 
+	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
-	"github.com/restartbed/restartbed/fakekubelet/runtime"
 )
 
 // Container state reasons and messages the kubelet writes itself (the runtime's are in package
@@ -61,7 +61,7 @@ type Input struct {
 	// of the kubelet.
 	Old corev1.PodStatus
 	// Runtime is the pod's sandbox and instances; nil when it has no sandbox.
-	Runtime *runtime.PodStatus
+	Runtime *container.PodStatus
 	// HostIP is the node's IP.
 	HostIP string
 	// Rules are the kubelet's restart rules (and its RestartAllContainers gate).
@@ -85,7 +85,7 @@ func Generate(in Input) corev1.PodStatus {
 	pod := in.Pod
 	rt := in.Runtime
 	if rt == nil {
-		rt = &runtime.PodStatus{UID: pod.UID}
+		rt = &container.PodStatus{UID: pod.UID}
 	}
 	restarting := in.Rules.ShouldRestartAll(pod, rt, &in.Old)
 	hasInit := len(pod.Spec.InitContainers) > 0
@@ -143,7 +143,7 @@ func Generate(in Input) corev1.PodStatus {
 
 type generator struct {
 	in         Input
-	rt         *runtime.PodStatus
+	rt         *container.PodStatus
 	restarting bool
 	hasInit    bool
 }
@@ -164,7 +164,7 @@ func second(t time.Time) metav1.Time {
 }
 
 // fromRuntime converts one runtime instance (convertContainerStatus upstream).
-func (g *generator) fromRuntime(cs *runtime.Status, old *corev1.ContainerStatus) corev1.ContainerStatus {
+func (g *generator) fromRuntime(cs *container.Status, old *corev1.ContainerStatus) corev1.ContainerStatus {
 	st := corev1.ContainerStatus{Name: cs.Name, RestartCount: int32(cs.Attempt), Image: cs.Image, ImageID: cs.ImageRef,
 		ContainerID: cs.ContainerID()}
 	if old != nil {
@@ -174,7 +174,7 @@ func (g *generator) fromRuntime(cs *runtime.Status, old *corev1.ContainerStatus)
 		}
 	}
 	switch cs.State {
-	case runtime.Running:
+	case container.Running:
 		st.State.Running = &corev1.ContainerStateRunning{StartedAt: second(cs.StartedAt)}
 		if g.in.Rules.RestartAll && old != nil && old.State.Terminated != nil && old.RestartCount >= int32(cs.Attempt) {
 			st.RestartCount = old.RestartCount + 1
@@ -182,7 +182,7 @@ func (g *generator) fromRuntime(cs *runtime.Status, old *corev1.ContainerStatus)
 		if old != nil && old.Started != nil {
 			st.Started = old.Started
 		}
-	case runtime.Exited:
+	case container.Exited:
 		st.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: cs.ExitCode, Reason: cs.Reason, Message: cs.Message,
 			StartedAt: second(cs.StartedAt), FinishedAt: second(cs.FinishedAt), ContainerID: cs.ContainerID()}
 	}
@@ -256,7 +256,7 @@ func (g *generator) containerStatuses(containers []corev1.Container, previous []
 	for i := range containers {
 		c := &containers[i]
 		latest := g.rt.Latest(c.Name)
-		if isInit && latest != nil && latest.State == runtime.Exited && latest.ExitCode == 0 {
+		if isInit && latest != nil && latest.State == container.Exited && latest.ExitCode == 0 {
 			continue
 		}
 		if !g.in.Rules.ShouldStart(c, g.in.Pod, g.rt) {

@@ -11,28 +11,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
-	"github.com/restartbed/restartbed/fakekubelet/runtime"
 )
 
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
-func running(name string, attempt int, id string) runtime.Status {
-	return runtime.Status{ID: id, Name: name, Attempt: attempt, State: runtime.Running, StartedAt: t0, Image: "docker.io/library/busybox:1.36"}
+func running(name string, attempt int, id string) container.Status {
+	return container.Status{ID: id, Name: name, Attempt: attempt, State: container.Running, StartedAt: t0, Image: "docker.io/library/busybox:1.36"}
 }
 
-func exited(name string, attempt int, code int32, id string) runtime.Status {
-	reason := runtime.ReasonError
+func exited(name string, attempt int, code int32, id string) container.Status {
+	reason := container.ReasonError
 	if code == 0 {
-		reason = runtime.ReasonCompleted
+		reason = container.ReasonCompleted
 	}
-	return runtime.Status{ID: id, Name: name, Attempt: attempt, State: runtime.Exited, StartedAt: t0, FinishedAt: t0,
+	return container.Status{ID: id, Name: name, Attempt: attempt, State: container.Exited, StartedAt: t0, FinishedAt: t0,
 		ExitCode: code, Reason: reason, Image: "docker.io/library/busybox:1.36"}
 }
 
 // newest lists instances newest first, as the runtime reports them.
-func newest(s ...runtime.Status) *runtime.PodStatus {
-	return &runtime.PodStatus{UID: "uid-1", IP: "10.64.0.2", SandboxReady: true, Containers: s}
+func newest(s ...container.Status) *container.PodStatus {
+	return &container.PodStatus{UID: "uid-1", IP: "10.64.0.2", SandboxReady: true, Containers: s}
 }
 
 func rac(codes ...int32) []corev1.ContainerRestartRule {
@@ -69,7 +69,7 @@ func summary(s corev1.PodStatus) string {
 
 type step struct {
 	name string
-	rt   *runtime.PodStatus
+	rt   *container.PodStatus
 	want string
 }
 
@@ -285,7 +285,7 @@ func TestIndividualRestart(t *testing.T) {
 	old := corev1.PodStatus{}
 	for _, s := range []struct {
 		name    string
-		rt      *runtime.PodStatus
+		rt      *container.PodStatus
 		reasons backoffReasons
 		want    string
 	}{
@@ -413,7 +413,7 @@ func TestSequenceC(t *testing.T) {
 	old := corev1.PodStatus{}
 	for _, s := range []struct {
 		name    string
-		rt      *runtime.PodStatus
+		rt      *container.PodStatus
 		reasons backoffReasons
 		want    string
 	}{

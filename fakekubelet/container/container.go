@@ -1,0 +1,102 @@
+// Package container holds what the emulated kubelet knows of a pod's containers at one moment,
+// as upstream's kubecontainer does for the kubelet: snapshots of a pod's sandbox and container
+// instances (PodStatus, Status), their states and containerd's exit reasons. The runtime makes
+// them; the kubelet's deciding parts (restart, status) read them.
+//
+// It is a leaf: it imports nothing of the emulator, holds values only, and runs nothing.
+package container
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// State is a container instance's state, as the CRI reports it.
+type State string
+
+const (
+	// Running: the process runs.
+	Running State = "running"
+	// Exited: the process ended, or never started (a start error).
+	Exited State = "exited"
+)
+
+// Exit reasons, as containerd reports them.
+const (
+	ReasonCompleted  = "Completed"
+	ReasonError      = "Error"
+	ReasonOOMKilled  = "OOMKilled"
+	ReasonStartError = "StartError"
+)
+
+// Status is a snapshot of one container instance.
+type Status struct {
+	ID   string
+	Name string
+	// Attempt counts the instances of this container since the pod started or since its
+	// instances were last all removed.
+	Attempt    int
+	State      State
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	ExitCode   int32
+	Reason     string
+	Message    string
+	Image      string
+	ImageRef   string
+}
+
+// ContainerID is the status's ID as the API shows it.
+func (s *Status) ContainerID() string { return "containerd://" + s.ID }
+
+// PodStatus is a snapshot of one pod's sandbox and container instances.
+type PodStatus struct {
+	UID          types.UID
+	IP           string
+	SandboxReady bool
+	// Containers are every instance, newest first.
+	Containers []Status
+}
+
+// Latest returns the newest instance of the named container, or nil.
+func (p *PodStatus) Latest(name string) *Status {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			return &p.Containers[i]
+		}
+	}
+	return nil
+}
+
+// Previous returns the second-newest instance of the named container, or nil.
+func (p *PodStatus) Previous(name string) *Status {
+	if p == nil {
+		return nil
+	}
+	seen := false
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			if seen {
+				return &p.Containers[i]
+			}
+			seen = true
+		}
+	}
+	return nil
+}
+
+// Instances returns every instance of the named container, newest first.
+func (p *PodStatus) Instances(name string) []*Status {
+	var out []*Status
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			out = append(out, &p.Containers[i])
+		}
+	}
+	return out
+}
