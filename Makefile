@@ -69,8 +69,13 @@ generate: ## Regenerate deepcopy code, CRDs and the releases' modules, feature g
 	$(GO) run ./hack/releases $(KUBERNETES_RELEASES)
 	@for c in $(COMPAT); do IFS=: read -r minor k8s cr <<< "$$c"; hack/compat/generate.sh "$$minor" "$$k8s" "$$cr" 2>/dev/null; done
 
+.PHONY: lint
+lint: ## golangci-lint (pinned in hack/tools; rules in .golangci.yml) on the module and the consumer modules, tests included.
+	$(TOOLS) golangci-lint run ./...
+	@for m in $(dir $(EXAMPLES)); do (cd $$m && $(TOOLS) golangci-lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
+
 .PHONY: verify
-verify: ## Fail on unformatted code, vet findings, untidy modules or stale generated files.
+verify: lint ## Fail on lint findings, unformatted code, vet findings, untidy modules or stale generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff

@@ -110,7 +110,7 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 			})
 		})
 		row("agents' requests, 429s, Retry-After waits", func(m *Restart) string {
-			return agentCell(m, func(a *AgentStats) string { return a.RequestStats.String() })
+			return agentCell(m, func(a *AgentStats) string { return a.String() })
 		})
 		row("herd: every agent's watch broken at once → all back", func(m *Restart) string {
 			return herdCell(m, func(h *Herd) string {
@@ -121,7 +121,7 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 			return herdCell(m, func(h *Herd) string { return fmt.Sprintf("%s/%s/%s", h.ToWatch.P50, h.ToWatch.P90, h.ToWatch.Max) })
 		})
 		row("herd: requests, 429s, Retry-After waits", func(m *Restart) string {
-			return herdCell(m, func(h *Herd) string { return h.RequestStats.String() })
+			return herdCell(m, func(h *Herd) string { return h.String() })
 		})
 		row("herd: APF queue wait (mean)", func(m *Restart) string {
 			return herdCell(m, func(h *Herd) string {

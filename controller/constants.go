@@ -1,5 +1,9 @@
 package controller
 
+// eventAction is the action of every event the controller records through the events.k8s.io
+// API (events.k8s.io/v1 Event.action), as upstream JobSet's controller writes it.
+const eventAction = "Reconciling"
+
 // Condition reasons and messages, and event reasons, as upstream JobSet writes them.
 const (
 	reasonReachedMaxRestarts  = "ReachedMaxRestarts"

@@ -215,10 +215,6 @@ type childJobs struct {
 	previous, active, successful, failed []*batchv1.Job
 }
 
-func (c *childJobs) current() []*batchv1.Job {
-	return append(append(append([]*batchv1.Job{}, c.active...), c.successful...), c.failed...)
-}
-
 // classify sorts Jobs: a Job of an earlier restart attempt is previous (with the RestartJob gate,
 // also one of an earlier attempt of its own); otherwise its Complete or Failed condition decides,
 // and anything else is active.

@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -56,7 +56,7 @@ func DefaultFeatureGates() FeatureGates {
 // Reconciler reconciles JobSets.
 type Reconciler struct {
 	client   client.Client
-	recorder record.EventRecorder
+	recorder events.EventRecorder
 	opts     Options
 }
 
@@ -65,7 +65,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	r := &Reconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorderFor("jobset-controller"), opts: opts}
+	r := &Reconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("jobset-controller"), opts: opts}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &batchv1.Job{}, jobOwnerIndex, jobOwnerKeys); err != nil {
 		return fmt.Errorf("indexing Jobs by owner: %w", err)
 	}
@@ -154,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, errors.Join(err, fmt.Errorf("updating the status of JobSet %s: %w", req, updateErr))
 		}
 		for _, e := range events {
-			r.recorder.Event(&js, e.eventType, e.reason, e.message)
+			r.recorder.Eventf(&js, nil, e.eventType, e.reason, eventAction, "%s", e.message)
 		}
 	}
 	return result, err // controller-runtime logs it and retries
@@ -222,15 +222,15 @@ func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, e
 	// A failure to create a child is recorded on every attempt, as upstream does, whether or not
 	// the status changes; the other events go out with the status write that carries them.
 	if err := r.ensureService(ctx, js); err != nil {
-		r.recorder.Event(js, corev1.EventTypeWarning, reasonHeadlessServiceCreationFailed, err.Error())
+		r.recorder.Eventf(js, nil, corev1.EventTypeWarning, reasonHeadlessServiceCreationFailed, eventAction, "%s", err)
 		return ctrl.Result{}, err
 	}
 	if err := r.ensureClaims(ctx, js); err != nil {
-		r.recorder.Event(js, corev1.EventTypeWarning, reasonPVCCreationFailed, err.Error())
+		r.recorder.Eventf(js, nil, corev1.EventTypeWarning, reasonPVCCreationFailed, eventAction, "%s", err)
 		return ctrl.Result{}, err
 	}
 	if err := r.createJobs(ctx, js, owned.Items, jobs); err != nil {
-		r.recorder.Event(js, corev1.EventTypeWarning, reasonJobCreationFailed, err.Error())
+		r.recorder.Eventf(js, nil, corev1.EventTypeWarning, reasonJobCreationFailed, eventAction, "%s", err)
 		return ctrl.Result{}, err
 	}
 	if err := r.suspendOrResume(ctx, js, jobs.active, now, events); err != nil {

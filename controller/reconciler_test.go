@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,7 +46,7 @@ func TestJobCreationFailedOnEveryAttempt(t *testing.T) {
 			}
 			return c.Create(ctx, obj, opts...)
 		}}).Build()
-	recorder := record.NewFakeRecorder(10)
+	recorder := events.NewFakeRecorder(10)
 	r := &Reconciler{client: c, recorder: recorder, opts: Options{Clock: clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0)), Gates: DefaultFeatureGates()}}
 
 	for attempt := 1; attempt <= 2; attempt++ {

@@ -55,7 +55,7 @@ func startComponent(name, path string, args []string, out io.Writer) (*component
 func (c *component) exited() error {
 	select {
 	case <-c.done:
-		return fmt.Errorf("%s exited (%v); its last output:\n%s", c.name, c.err, c.tail)
+		return fmt.Errorf("%s exited (%w); its last output:\n%s", c.name, c.err, c.tail)
 	default:
 		return nil
 	}
@@ -119,7 +119,7 @@ func (c *Cluster) startComponents(opts Options, paths map[string]string, out io.
 	}
 	files := map[string][]byte{
 		componentKubeconfig: kubeconfig,
-		componentCA:         c.env.ControlPlane.APIServer.SecureServing.CA,
+		componentCA:         c.env.ControlPlane.APIServer.CA,
 	}
 	nodes := 0
 	for _, p := range opts.Nodes {

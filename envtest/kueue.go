@@ -22,7 +22,7 @@ type KueueFailureRecovery struct {
 // runs it, and returns once its caches have synced.
 func (c *Cluster) startKueue(ctx context.Context, opts KueueFailureRecovery, logger *logr.Logger) error {
 	if opts.Threshold < 0 {
-		return fmt.Errorf("Kueue failure recovery: the threshold must not be negative, got %v", opts.Threshold)
+		return fmt.Errorf("kueue failure recovery: the threshold must not be negative, got %v", opts.Threshold)
 	}
 	threshold := opts.Threshold
 	if threshold == 0 {
@@ -30,12 +30,13 @@ func (c *Cluster) startKueue(ctx context.Context, opts KueueFailureRecovery, log
 	}
 	mgr, err := c.newManager(logger, "kueue")
 	if err != nil {
-		return fmt.Errorf("Kueue failure recovery manager: %w", err)
+		return fmt.Errorf("kueue failure recovery manager: %w", err)
 	}
-	r := failurerecovery.New(mgr.GetClient(), mgr.GetEventRecorderFor(failurerecovery.EventSource),
+	// Kueue's controllers record core/v1 events (record.EventRecorder); this one does as Kueue's.
+	r := failurerecovery.New(mgr.GetClient(), mgr.GetEventRecorderFor(failurerecovery.EventSource), //nolint:staticcheck // SA1019: as Kueue
 		failurerecovery.WithClock(c.Clock), failurerecovery.WithThreshold(threshold))
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("Kueue failure recovery: %w", err)
+		return fmt.Errorf("kueue failure recovery: %w", err)
 	}
 	c.kueue = runManager(ctx, mgr)
 	if !mgr.GetCache().WaitForCacheSync(ctx) {

@@ -2,6 +2,7 @@ package fakekubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -509,7 +510,7 @@ func (p *pods) syncShutdown(ctx context.Context, pod *corev1.Pod, st *podState, 
 		p.status.Set(pod, final)
 		return nil
 	}
-	if err := p.status.SetAndWait(ctx, pod, final); err != nil && err != status.ErrPodGone {
+	if err := p.status.SetAndWait(ctx, pod, final); err != nil && !errors.Is(err, status.ErrPodGone) {
 		return err
 	}
 	return p.finishDeleted(ctx, pod)

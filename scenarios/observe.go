@@ -210,12 +210,13 @@ func (o *observer) startWait(prg cel.Program) *waiter {
 	return o.wait
 }
 
-func (o *observer) stopWait() (lastErr error, evals int) {
+// stopWait ends the wait and returns it, with its evaluations and its last evaluation error.
+func (o *observer) stopWait() *waiter {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	w := o.wait
 	o.wait = nil
-	return w.lastErr, w.evals
+	return w
 }
 
 // eval evaluates an expression against the current state.

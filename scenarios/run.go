@@ -275,8 +275,8 @@ func (r *runner) waitFor(ctx context.Context, source string, program cel.Program
 		case <-tick.C():
 			r.obs.reevaluate()
 		case <-deadline:
-			lastErr, evals := r.obs.stopWait()
-			return r.explain(fmt.Sprintf("waitFor (timed out after %s, %d evaluations)", timeout, evals), source, lastErr)
+			w := r.obs.stopWait()
+			return r.explain(fmt.Sprintf("waitFor (timed out after %s, %d evaluations)", timeout, w.evals), source, w.lastErr)
 		case <-ctx.Done():
 			r.obs.stopWait()
 			return "interrupted: " + ctx.Err().Error()

@@ -54,7 +54,7 @@ type Profile struct {
 	// tainted not-ready or unreachable (NoExecute) before taint eviction deletes it: the
 	// apiserver's DefaultTolerationSeconds admission adds tolerations of this many seconds
 	// (--default-not-ready-toleration-seconds, --default-unreachable-toleration-seconds).
-	DefaultTolerationSeconds time.Duration
+	DefaultTolerationSeconds time.Duration //nolint:staticcheck // ST1011: named after the apiserver flags it sets
 	// PodGCPeriod is how often pod garbage collection looks for pods to remove (upstream's
 	// gcCheckPeriod).
 	PodGCPeriod time.Duration

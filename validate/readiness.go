@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -176,7 +177,7 @@ func (r *readiness) agentConfig(d *Document, js *jobsetv1alpha2.JobSet, spec *co
 		return []byte("the pod's namespace"), nil
 	}
 	cfg, err := agent.ConfigFromEnv(lookup, readFile)
-	if cerr, ok := err.(*agent.ConfigError); ok {
+	if cerr := (*agent.ConfigError)(nil); errors.As(err, &cerr) {
 		for _, p := range cerr.Problems {
 			r.report(d, Error, path+".env", "the agent would exit at start: %s", p)
 		}

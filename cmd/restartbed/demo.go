@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -52,7 +53,7 @@ the kubelets removing everything.`,
 	return cmd
 }
 
-func runDemo(ctx context.Context, out, progress io.Writer, parallelism int32, nodes int) error {
+func runDemo(ctx context.Context, out, progress io.Writer, parallelism int32, nodes int) (err error) {
 	start := time.Now()
 	cluster, err := envtest.Start(ctx, envtest.Options{
 		Assets: controlplane.Options{Progress: progress},
@@ -62,7 +63,7 @@ func runDemo(ctx context.Context, out, progress io.Writer, parallelism int32, no
 	if err != nil {
 		return err
 	}
-	defer cluster.Stop()
+	defer func() { err = errors.Join(err, cluster.Stop()) }()
 	r := cluster.Release
 	fmt.Fprintf(out, "control plane: Kubernetes %s (etcd %s), started in %s (binaries from the %s: %s)\n",
 		r.Kubernetes, r.Etcd, time.Since(start).Round(100*time.Millisecond), cluster.Assets.Source, cluster.Assets.Dir)
@@ -199,17 +200,6 @@ func restartCount(p *corev1.Pod) int32 {
 		n = max(n, cs.RestartCount)
 	}
 	return n
-}
-
-func enabledGates(gates map[string]bool) string {
-	var on []string
-	for name, enabled := range gates {
-		if enabled {
-			on = append(on, name)
-		}
-	}
-	slices.Sort(on)
-	return strings.Join(on, ", ")
 }
 
 func printPods(out io.Writer, pods []corev1.Pod) {

@@ -76,11 +76,12 @@ func lock(opts Options, path, what string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the build lock for %s: %w", what, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
 		fmt.Fprintf(opts.Progress, "restartbed: waiting for another process that is building %s (lock %s)\n", what, path)
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 	}
-	if err != nil {
+	if err != nil { // the blocking lock's error too: it used to be dropped with the if's own err
 		f.Close()
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
@@ -192,12 +193,13 @@ func goBuild(opts Options, dir, output, ldflags string, targets ...string) error
 	return nil
 }
 
-// goTool finds `go`: on PATH, else next to the standard library this program was built with.
+// goTool finds `go`: on PATH, else next to the standard library this program was built with
+// (a test binary run without go on PATH), if that is still there.
 func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019: no PATH to ask; the build's own root is the only hint left
 }
 
 func lastLines(s string, n int) string {

@@ -152,7 +152,7 @@ func ResolveRelease(version string) (Release, error) {
 		v = "v" + v
 	}
 	if !semver.IsValid(v) || semver.Prerelease(v) != "" || semver.Build(v) != "" {
-		return Release{}, fmt.Errorf("Kubernetes version %q is not a version like 1.36 or 1.36.4; supported: %s", version, SupportedVersions())
+		return Release{}, fmt.Errorf("Kubernetes version %q is not a version like 1.36 or 1.36.4; supported: %s", version, SupportedVersions()) //nolint:staticcheck // ST1005: a proper noun
 	}
 	whole := strings.Count(v, ".") == 2
 	for _, r := range releases {
@@ -160,12 +160,12 @@ func ResolveRelease(version string) (Release, error) {
 			continue
 		}
 		if whole && r.Kubernetes != v {
-			return Release{}, fmt.Errorf("Kubernetes %s is not supported: restartbed builds %s of %s; supported: %s",
+			return Release{}, fmt.Errorf("Kubernetes %s is not supported: restartbed builds %s of %s; supported: %s", //nolint:staticcheck // ST1005: a proper noun
 				strings.TrimPrefix(v, "v"), r.Kubernetes, r.Minor(), SupportedVersions())
 		}
 		return r, nil
 	}
-	return Release{}, fmt.Errorf("Kubernetes %s is not supported; supported: %s", strings.TrimPrefix(v, "v"), SupportedVersions())
+	return Release{}, fmt.Errorf("Kubernetes %s is not supported; supported: %s", strings.TrimPrefix(v, "v"), SupportedVersions()) //nolint:staticcheck // ST1005: a proper noun
 }
 
 // Key names one build of the release on this platform. It covers the modules and the thin

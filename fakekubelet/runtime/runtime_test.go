@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +19,6 @@ import (
 type harness struct {
 	rt     *Runtime
 	clock  *clocktesting.FakeClock
-	mu     sync.Mutex
 	events chan types.UID
 }
 

@@ -266,7 +266,7 @@ func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	if status, ok := interp.IsExitStatus(err); ok {
+	if status := interp.ExitStatus(0); errors.As(err, &status) {
 		return int(status)
 	}
 	return 1

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -35,7 +35,7 @@ const (
 	// ConditionType and Reason are the pod condition written before the delete; Reason is also
 	// the Warning event's.
 	ConditionType corev1.PodConditionType = "KueueFailureRecovery"
-	Reason                                = "KueueForcefullyDeleted"
+	Reason        string                  = "KueueForcefullyDeleted"
 
 	// ControllerName names the controller; EventSource is the component of its events.
 	ControllerName = "failure-recovery-pod-termination-controller"
@@ -206,7 +206,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Named("pod_termination_controller").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Pod{}, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{}, r)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, handler.TypedEnqueueRequestsFromMapFunc(r.podsOf), NodePredicate{})).
-		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		WithOptions(crcontroller.Options{NeedLeaderElection: ptr.To(false)}).
 		Complete(r)
 }
 

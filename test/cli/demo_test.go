@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"regexp"
 	"testing"
@@ -19,7 +20,7 @@ func TestDemo(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte
-		if exit, ok := err.(*exec.ExitError); ok {
+		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 			stderr = exit.Stderr
 		}
 		t.Fatalf("restartbed demo: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)

@@ -22,7 +22,7 @@ func kubectl(t *testing.T) string {
 	out, err := exec.Command("../../hack/debian-kubectl.sh").Output()
 	if err != nil {
 		var stderr []byte
-		if exit, ok := err.(*exec.ExitError); ok {
+		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 			stderr = exit.Stderr
 		}
 		t.Fatalf("getting Debian's kubectl: %v\n%s", err, stderr)
@@ -93,7 +93,7 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 	defer func() {
 		if up.ProcessState == nil {
 			_ = up.Process.Kill()
-			<-exited
+			<-exited //nolint:errcheck // killed: its exit status says only that
 		}
 	}()
 	// The control plane may be built on first use (make test builds it before the tests).

@@ -35,7 +35,11 @@ func BenchmarkGroupRestart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Stop()
+	b.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			b.Error(err)
+		}
+	})
 	for _, n := range []int32{8, 64, 512} {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) { benchmarkGroupRestart(ctx, b, c, n) })
 	}

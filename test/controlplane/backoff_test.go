@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/test/builders"
@@ -61,11 +60,3 @@ var _ = Describe("the pod-failure backoff of the timing profile", Label("job", "
 		}
 	})
 })
-
-func activePodNames(ctx context.Context, g Gomega, c client.Client, job *batchv1.Job) []string {
-	var names []string
-	for _, p := range activePods(podsIn(ctx, g, c, job)) {
-		names = append(names, p.Name)
-	}
-	return names
-}

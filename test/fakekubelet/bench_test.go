@@ -37,7 +37,11 @@ func BenchmarkStartPods(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cluster.Stop()
+	b.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			b.Error(err)
+		}
+	})
 
 	b.StopTimer()
 	for i := range b.N {

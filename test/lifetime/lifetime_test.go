@@ -97,7 +97,11 @@ func TestControlPlaneDiesWithItsProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Stop()
+			t.Cleanup(func() {
+				if err := c.Stop(); err != nil {
+					t.Error(err)
+				}
+			})
 			if _, err := os.Stat(dir); !os.IsNotExist(err) {
 				t.Errorf("the killed run's directory %s is still there after the next start (%v)", dir, err)
 			}
