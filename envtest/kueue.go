@@ -33,8 +33,14 @@ func (c *Cluster) startKueue(ctx context.Context, opts KueueFailureRecovery, log
 		return fmt.Errorf("kueue failure recovery manager: %w", err)
 	}
 	// Kueue's controllers record core/v1 events (record.EventRecorder); this one does as Kueue's.
-	r := failurerecovery.New(mgr.GetClient(), mgr.GetEventRecorderFor(failurerecovery.EventSource), //nolint:staticcheck // SA1019: as Kueue
-		failurerecovery.WithClock(c.Clock), failurerecovery.WithThreshold(threshold))
+	r, err := failurerecovery.New(failurerecovery.Options{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor(failurerecovery.EventSource), //nolint:staticcheck // SA1019: as Kueue
+		Clock:    c.Clock, Threshold: threshold,
+	})
+	if err != nil {
+		return err
+	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("kueue failure recovery: %w", err)
 	}

@@ -2,6 +2,7 @@ package failurerecovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -56,22 +57,37 @@ type Reconciler struct {
 	threshold time.Duration
 }
 
-// Option changes a Reconciler.
-type Option func(*Reconciler)
+// Options configure a Reconciler.
+type Options struct {
+	// Client reads pods and nodes and writes pods. Required.
+	Client client.Client
+	// Recorder records the Warning event of each forceful deletion. Required.
+	Recorder record.EventRecorder
+	// Clock is what the threshold is measured on. Default: the real clock.
+	Clock clock.PassiveClock
+	// Threshold is how long after its deletionTimestamp a pod is failed and deleted. Default:
+	// DefaultThreshold, Kueue's.
+	Threshold time.Duration
+}
 
-// WithClock sets the clock that the threshold is measured on. Default: the real clock.
-func WithClock(c clock.PassiveClock) Option { return func(r *Reconciler) { r.clock = c } }
-
-// WithThreshold sets how long after the deletionTimestamp a pod is failed. Default: one minute.
-func WithThreshold(d time.Duration) Option { return func(r *Reconciler) { r.threshold = d } }
-
-// New returns a Reconciler that writes through c and records events with recorder.
-func New(c client.Client, recorder record.EventRecorder, opts ...Option) *Reconciler {
-	r := &Reconciler{client: c, recorder: recorder, clock: clock.RealClock{}, threshold: DefaultThreshold}
-	for _, o := range opts {
-		o(r)
+// New returns a Reconciler, or what is wrong with opts.
+func New(opts Options) (*Reconciler, error) {
+	switch {
+	case opts.Client == nil:
+		return nil, errors.New("failurerecovery: Options.Client is required")
+	case opts.Recorder == nil:
+		return nil, errors.New("failurerecovery: Options.Recorder is required")
+	case opts.Threshold < 0:
+		return nil, fmt.Errorf("failurerecovery: the threshold must not be negative, got %v", opts.Threshold)
 	}
-	return r
+	r := &Reconciler{client: opts.Client, recorder: opts.Recorder, clock: opts.Clock, threshold: opts.Threshold}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	if r.threshold == 0 {
+		r.threshold = DefaultThreshold
+	}
+	return r, nil
 }
 
 // optInAnnotation returns the annotation by which the pod opted in, or "".

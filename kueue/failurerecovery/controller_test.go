@@ -2,6 +2,7 @@ package failurerecovery
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestPodCreateFilter(t *testing.T) {
 		"v0.15.0's annotation, marked for deletion":    {pod: makePod(deletedAt(now), annotated(AnnotationSafeToForcefullyTerminate, "true")), want: true},
 		"an unrelated annotation, marked for deletion": {pod: makePod(deletedAt(now), annotated("example.com/x", "true")), want: false},
 	}
-	r := New(nil, nil)
+	r := &Reconciler{} // the predicates read nothing of the reconciler
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			if got := r.Create(event.TypedCreateEvent[*corev1.Pod]{Object: tc.pod}); got != tc.want {
@@ -96,7 +97,7 @@ func TestPodUpdateFilter(t *testing.T) {
 		"annotated while already marked for deletion": {old: makePod(deletedAt(now), annotated("example.com/x", "true")),
 			new: makePod(deletedAt(now)), want: true},
 	}
-	r := New(nil, nil)
+	r := &Reconciler{} // the predicates read nothing of the reconciler
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			if got := r.Update(event.TypedUpdateEvent[*corev1.Pod]{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
@@ -237,7 +238,10 @@ func TestReconcile(t *testing.T) {
 					return c.Delete(ctx, obj, opts...)
 				}}).Build()
 			recorder := record.NewFakeRecorder(10)
-			r := New(cl, recorder, WithClock(testingclock.NewFakeClock(now)))
+			r, err := New(Options{Client: cl, Recorder: recorder, Clock: testingclock.NewFakeClock(now)})
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			got, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.pod)})
 			if err != nil {
@@ -268,5 +272,30 @@ func TestReconcile(t *testing.T) {
 				t.Errorf("deleted = %v, want %v", deleted, tc.wantDeleted)
 			}
 		})
+	}
+}
+
+func TestNewRefusesIncompleteOptions(t *testing.T) {
+	cl := fake.NewClientBuilder().Build()
+	for name, tc := range map[string]struct {
+		opts Options
+		want string
+	}{
+		"no client":          {opts: Options{Recorder: record.NewFakeRecorder(1)}, want: "Options.Client is required"},
+		"no recorder":        {opts: Options{Client: cl}, want: "Options.Recorder is required"},
+		"negative threshold": {opts: Options{Client: cl, Recorder: record.NewFakeRecorder(1), Threshold: -time.Second}, want: "must not be negative, got -1s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := New(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	r, err := New(Options{Client: cl, Recorder: record.NewFakeRecorder(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.threshold != DefaultThreshold || r.clock == nil {
+		t.Errorf("defaults: threshold %v, clock %v; want %v and the real clock", r.threshold, r.clock, DefaultThreshold)
 	}
 }
