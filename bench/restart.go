@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,6 +81,9 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	exitAt := time.Now()
 	obs.arm(livePods(pods), current, exitAt)
 	profiled := profileAPIServer(ctx, cluster, opts)
+	// A restart that fails still waits for the profile, so that nothing writes to
+	// opts.APIServerProfile once the benchmark has returned; it is written all the same.
+	defer func() { _ = profiled() }()
 	if err := cluster.Kubelet.ExitContainer(ns, victim, workerContainer, workerExitCode); err != nil {
 		return nil, fmt.Errorf("making worker %s/%s exit: %w", ns, victim, err)
 	}
@@ -289,7 +293,8 @@ func waitFor(ctx context.Context, done <-chan struct{}, timeout time.Duration, d
 
 // profileAPIServer starts a CPU profile of kube-apiserver over opts.APIServerProfileFor, through
 // the apiserver's own /debug/pprof/profile, which --profiling (on by default) serves to the
-// cluster's admin. The returned function waits for it and writes it to opts.APIServerProfile.
+// cluster's admin. The returned function waits for it, once, and returns what writing it to
+// opts.APIServerProfile gave.
 func profileAPIServer(ctx context.Context, cluster *envtest.Cluster, opts Options) func() error {
 	if opts.APIServerProfile == nil {
 		return func() error { return nil }
@@ -304,5 +309,5 @@ func profileAPIServer(ctx context.Context, cluster *envtest.Cluster, opts Option
 		}
 		done <- err
 	}()
-	return func() error { return <-done }
+	return sync.OnceValue(func() error { return <-done })
 }
