@@ -122,9 +122,9 @@ func podJobSetKeys(obj client.Object) []string {
 }
 
 // associatedPods lists the JobSet's pods through the podJobSetIndex. The pods are the cache's own
-// objects, not copies: callers only read them. (A JobSet's pods change with every status write of
-// a group restart, and each change reconciles the JobSet; copying thousands of pods each time was
-// most of the controller's work.)
+// objects, not copies: callers only read them. (A group restart of thousands of pods reconciles
+// the JobSet thousands of times, and copying every pod each time was most of the controller's
+// work.)
 func associatedPods(ctx context.Context, c client.Reader, js *jobsetv1alpha2.JobSet) ([]corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(js.Namespace), client.MatchingFields{podJobSetIndex: js.Namespace + "/" + js.Name},
