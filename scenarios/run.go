@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -260,8 +261,8 @@ func Apply(ctx context.Context, cluster *envtest.Cluster, dyn dynamic.Interface,
 }
 
 // waitFor waits until the program is true, re-evaluating it on every change it observes and
-// every reevaluateEvery, for at most timeout; it returns why it failed, or "".
-func (r *runner) waitFor(ctx context.Context, source string, program cel.Program, timeout time.Duration) string {
+// every reevaluateEvery, for at most timeout; its error says why it failed.
+func (r *runner) waitFor(ctx context.Context, source string, program cel.Program, timeout time.Duration) error {
 	clk := r.cluster.Clock
 	w := r.obs.startWait(program)
 	deadline := clk.After(timeout)
@@ -271,7 +272,7 @@ func (r *runner) waitFor(ctx context.Context, source string, program cel.Program
 		select {
 		case <-w.done:
 			r.obs.stopWait()
-			return ""
+			return nil
 		case <-tick.C():
 			r.obs.reevaluate()
 		case <-deadline:
@@ -279,14 +280,14 @@ func (r *runner) waitFor(ctx context.Context, source string, program cel.Program
 			return r.explain(fmt.Sprintf("waitFor (timed out after %s, %d evaluations)", timeout, w.evals), source, w.lastErr)
 		case <-ctx.Done():
 			r.obs.stopWait()
-			return "interrupted: " + ctx.Err().Error()
+			return fmt.Errorf("interrupted: %w", ctx.Err())
 		}
 	}
 }
 
 // explain is a failed expression's report: the expression, the evaluation error if any, and the
 // pods.
-func (r *runner) explain(what, expr string, err error) string {
+func (r *runner) explain(what, expr string, err error) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s\n", what, strings.TrimSpace(expr))
 	if err != nil {
@@ -301,7 +302,7 @@ func (r *runner) explain(what, expr string, err error) string {
 			b.WriteString("  " + oneLine(w, 300) + "\n")
 		}
 	}
-	return b.String()
+	return errors.New(b.String())
 }
 
 // resolvePod finds the pod a POD reference names.
@@ -330,33 +331,32 @@ func (r *runner) resolvePod(ctx context.Context, ref PodRef) (*corev1.Pod, error
 	return &pods.Items[index], nil
 }
 
-func (r *runner) onPod(ctx context.Context, ref PodRef, do func(*corev1.Pod) error) string {
+// onPod does something to the pod ref names; a failure comes with the scenario's pods.
+func (r *runner) onPod(ctx context.Context, ref PodRef, do func(*corev1.Pod) error) error {
 	pod, err := r.resolvePod(ctx, ref)
 	if err == nil {
 		err = do(pod)
 	}
 	if err != nil {
-		return err.Error() + "\n" + podTable(r.obs.pods())
+		return fmt.Errorf("%w\n%s", err, podTable(r.obs.pods()))
 	}
-	return ""
+	return nil
 }
 
-func (r *runner) onNode(ctx context.Context, t *NodeTarget, do func(string) error) string {
+// onNode does something to the node t names, directly or as a pod's.
+func (r *runner) onNode(ctx context.Context, t *NodeTarget, do func(string) error) error {
 	node := t.Node
 	if t.NodeOf != nil {
 		pod, err := r.resolvePod(ctx, *t.NodeOf)
 		if err != nil {
-			return err.Error()
+			return err
 		}
 		if pod.Spec.NodeName == "" {
-			return fmt.Sprintf("pod %s is not bound to a node yet", pod.Name)
+			return fmt.Errorf("pod %s is not bound to a node yet", pod.Name)
 		}
 		node = pod.Spec.NodeName
 	}
-	if err := do(node); err != nil {
-		return err.Error()
-	}
-	return ""
+	return do(node)
 }
 
 // delete deletes an object as a client would (background propagation).

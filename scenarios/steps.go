@@ -77,8 +77,8 @@ type ExecAction struct {
 type stepAction interface {
 	// title is the action with its main argument, for the report.
 	title() string
-	// run takes the action and returns why it failed, or "".
-	run(ctx context.Context, r *runner) string
+	// run takes the action; its error says why the step failed.
+	run(ctx context.Context, r *runner) error
 }
 
 // stepKind is one kind of step: its key in the file, whether a step sets it, and its check,
@@ -176,7 +176,10 @@ func (s *Step) run(ctx context.Context, r *runner) string {
 	if s.action == nil {
 		return "the step was not checked" // Load checks every step; a Scenario built otherwise is not runnable
 	}
-	return s.action.run(ctx, r)
+	if err := s.action.run(ctx, r); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // compileAt compiles a CEL expression of the step's field, reporting an error at its line.
@@ -205,7 +208,7 @@ func checkWaitFor(c *stepCheck) stepAction {
 
 func (w waitForStep) title() string { return "waitFor " + w.source }
 
-func (w waitForStep) run(ctx context.Context, r *runner) string {
+func (w waitForStep) run(ctx context.Context, r *runner) error {
 	return r.waitFor(ctx, w.source, w.program, w.timeout.Duration)
 }
 
@@ -221,7 +224,7 @@ func checkExpect(c *stepCheck) stepAction {
 
 func (e expectStep) title() string { return "expect " + e.source }
 
-func (e expectStep) run(_ context.Context, r *runner) string {
+func (e expectStep) run(_ context.Context, r *runner) error {
 	v, err := r.obs.eval(e.program)
 	if err != nil {
 		return r.explain("expect", e.source, err)
@@ -229,7 +232,7 @@ func (e expectStep) run(_ context.Context, r *runner) string {
 	if v != true {
 		return r.explain("expect", e.source, nil)
 	}
-	return ""
+	return nil
 }
 
 // capture: evaluate CEL expressions and keep their values under names, in file order.
@@ -258,7 +261,7 @@ func checkCapture(c *stepCheck) stepAction {
 
 func (s captureStep) title() string { return "capture " + strings.Join(s.keys, ", ") }
 
-func (s captureStep) run(_ context.Context, r *runner) string {
+func (s captureStep) run(_ context.Context, r *runner) error {
 	for i, key := range s.keys {
 		v, err := r.obs.eval(s.programs[i])
 		if err != nil {
@@ -266,7 +269,7 @@ func (s captureStep) run(_ context.Context, r *runner) string {
 		}
 		r.obs.capture(key, v)
 	}
-	return ""
+	return nil
 }
 
 // sleep: let the cluster's clock run.
@@ -274,12 +277,12 @@ type sleepStep struct{ Duration }
 
 func (s sleepStep) title() string { return "sleep " + s.String() }
 
-func (s sleepStep) run(ctx context.Context, r *runner) string {
+func (s sleepStep) run(ctx context.Context, r *runner) error {
 	select {
 	case <-r.cluster.Clock.After(s.Duration.Duration):
-		return ""
+		return nil
 	case <-ctx.Done():
-		return ctx.Err().Error()
+		return ctx.Err()
 	}
 }
 
@@ -299,12 +302,7 @@ func checkApply(c *stepCheck) stepAction {
 
 func (s applyStep) title() string { return fmt.Sprintf("apply %d object(s)", len(s.objects)) }
 
-func (s applyStep) run(ctx context.Context, r *runner) string {
-	if err := r.apply(ctx, s.objects); err != nil {
-		return err.Error()
-	}
-	return ""
-}
+func (s applyStep) run(ctx context.Context, r *runner) error { return r.apply(ctx, s.objects) }
 
 // delete: delete an object by kind and name, or a pod by name or selector.
 type deleteStep struct{ *DeleteAction }
@@ -338,16 +336,13 @@ func (d deleteStep) title() string {
 	return fmt.Sprintf("delete %s %s", d.Kind, d.Name)
 }
 
-func (d deleteStep) run(ctx context.Context, r *runner) string {
+func (d deleteStep) run(ctx context.Context, r *runner) error {
 	if d.Pod != nil {
 		return r.onPod(ctx, *d.Pod, func(pod *corev1.Pod) error {
 			return r.delete(ctx, &DeleteAction{Kind: "Pod", Name: pod.Name, Namespace: pod.Namespace, GracePeriodSeconds: d.GracePeriodSeconds})
 		})
 	}
-	if err := r.delete(ctx, d.DeleteAction); err != nil {
-		return err.Error()
-	}
-	return ""
+	return r.delete(ctx, d.DeleteAction)
 }
 
 // exitContainer: a running container's process exits with a code.
@@ -369,7 +364,7 @@ func (e exitContainerStep) title() string {
 	return fmt.Sprintf("exitContainer %s/%s %d", e.Pod, e.Container, *e.ExitCode)
 }
 
-func (e exitContainerStep) run(ctx context.Context, r *runner) string {
+func (e exitContainerStep) run(ctx context.Context, r *runner) error {
 	return r.onPod(ctx, e.Pod, func(pod *corev1.Pod) error {
 		return r.cluster.Kubelet.ExitContainer(pod.Namespace, pod.Name, e.Container, *e.ExitCode)
 	})
@@ -387,7 +382,7 @@ func checkOOMKill(c *stepCheck) stepAction {
 
 func (o oomKillStep) title() string { return fmt.Sprintf("oomKill %s/%s", o.Pod, o.Container) }
 
-func (o oomKillStep) run(ctx context.Context, r *runner) string {
+func (o oomKillStep) run(ctx context.Context, r *runner) error {
 	return r.onPod(ctx, o.Pod, func(pod *corev1.Pod) error {
 		return r.cluster.Kubelet.OOMKill(pod.Namespace, pod.Name, o.Container)
 	})
@@ -410,7 +405,7 @@ func (e execStep) title() string {
 	return fmt.Sprintf("exec %s/%s %s", e.Pod, e.Container, strings.Join(e.Command, " "))
 }
 
-func (e execStep) run(ctx context.Context, r *runner) string {
+func (e execStep) run(ctx context.Context, r *runner) error {
 	return r.onPod(ctx, e.Pod, func(pod *corev1.Pod) error {
 		code, out, err := r.cluster.Kubelet.Exec(ctx, pod.Namespace, pod.Name, e.Container, e.Command)
 		if err != nil {
@@ -437,6 +432,6 @@ func (c *stepCheck) nodeStep(key string, target *NodeTarget, do func(ctx context
 
 func (n nodeStep) title() string { return n.key + " " + n.target.String() }
 
-func (n nodeStep) run(ctx context.Context, r *runner) string {
+func (n nodeStep) run(ctx context.Context, r *runner) error {
 	return r.onNode(ctx, n.target, func(node string) error { return n.do(ctx, r, node) })
 }
