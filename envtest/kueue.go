@@ -21,9 +21,6 @@ type KueueFailureRecovery struct {
 // startKueue runs the failure-recovery controller in a manager of its own, as Kueue's manager
 // runs it, and returns once its caches have synced.
 func (c *Cluster) startKueue(ctx context.Context, opts KueueFailureRecovery, logger *logr.Logger) error {
-	if opts.Threshold < 0 {
-		return fmt.Errorf("kueue failure recovery: the threshold must not be negative, got %v", opts.Threshold)
-	}
 	threshold := opts.Threshold
 	if threshold == 0 {
 		threshold = c.Timing.KueueFailureRecoveryThreshold
@@ -39,7 +36,7 @@ func (c *Cluster) startKueue(ctx context.Context, opts KueueFailureRecovery, log
 		Clock:    c.Clock, Threshold: threshold,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("kueue failure recovery: %w", err) // New checks the threshold
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("kueue failure recovery: %w", err)
