@@ -102,7 +102,11 @@ func inPlaceInputsChanged(oldObj, newObj client.Object) bool {
 		(oldPod.Status.Phase == corev1.PodFailed) != (newPod.Status.Phase == corev1.PodFailed) {
 		return true
 	}
-	return !slices.Equal(slices.Collect(restartCounts(&oldPod.Status)), slices.Collect(restartCounts(&newPod.Status)))
+	sameCounts := func(a, b []corev1.ContainerStatus) bool {
+		return slices.EqualFunc(a, b, func(x, y corev1.ContainerStatus) bool { return x.RestartCount == y.RestartCount })
+	}
+	return !sameCounts(oldPod.Status.InitContainerStatuses, newPod.Status.InitContainerStatuses) ||
+		!sameCounts(oldPod.Status.ContainerStatuses, newPod.Status.ContainerStatuses)
 }
 
 // jobOwnerKeys indexes a Job under the UID of the JobSet that controls it, if one does.
