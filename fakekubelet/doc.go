@@ -1,11 +1,17 @@
 // Package fakekubelet emulates the kubelets of a cluster in one process, against a real
-// apiserver: it registers nodes and keeps their Leases and status fresh, binds pending pods to
-// nodes as the default scheduler would, and — as it grows — runs pods with the 1.35 kubelet's
-// restart semantics (../shared/reference/kubelet-restart-semantics.md).
+// apiserver: it registers nodes and keeps their Leases and status fresh, and runs the pods the
+// scheduler binds to them as the kubelet of the cluster's release does (docs/fakekubelet.md).
 //
 // One Kubelet serves every node: it holds one pod informer and one node informer and a bounded
 // set of workers, never a goroutine or a watch per node, so thousands of nodes fit in a process.
 // It talks only to the apiserver; it never calls a controller, and nothing a pod spec says
-// reaches the host. Its subpackages hold what can be decided or tested on its own: restart
-// (restart rules and pod phase) and status (publishing pod statuses).
+// reaches the host.
+//
+// This package holds the nodes and their partitions (nodes.go, partition.go), the pod workers
+// that apply each sync's plan (pods.go), the prober that records probe results (probes.go),
+// events and fault injection. What can be decided or run on its own lives in subpackages, each
+// importing only those listed before it: container (snapshots of a pod's containers), release
+// (what each release does differently), restart (restart rules, phase), status (status
+// generation and publication), podactions (the plan of one sync); vfs, shell, program and
+// runtime run the containers.
 package fakekubelet

@@ -76,8 +76,3 @@ func (e *events) container(pod *corev1.Pod, c *corev1.Container, eventType, reas
 
 // stop flushes nothing more and ends the broadcaster's goroutines.
 func (e *events) stop() { e.broadcaster.Shutdown() }
-
-// podRef renders a pod as the kubelet's messages do: name_namespace(uid).
-func podRef(pod *corev1.Pod) string {
-	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
-}

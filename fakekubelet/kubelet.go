@@ -23,6 +23,7 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
 	"github.com/restartbed/restartbed/fakekubelet/status"
@@ -45,6 +46,7 @@ type Kubelet struct {
 	rt         *runtime.Runtime
 	status     *status.Manager
 	programs   *program.Registry
+	release    release.Kubelet
 	events     *events
 
 	cancel   context.CancelFunc
@@ -65,7 +67,11 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
-	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, programs: programs, byName: map[string]*node{}}
+	rel, err := release.For(opts.KubeletVersion)
+	if err != nil {
+		return nil, fmt.Errorf("fakekubelet: Options.KubeletVersion: %w", err)
+	}
+	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, programs: programs, release: rel, byName: map[string]*node{}}
 	for _, pool := range opts.Pools {
 		for i := range pool.Count {
 			n := &node{name: pool.NodeName(i), index: len(k.nodes)}
@@ -223,7 +229,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	p := &pods{client: k.client, clock: k.clock, timing: k.opts.Timing, rules: rules, events: k.events,
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
 		nodes: k.byName, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
-		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, ctx: ctx}
+		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release}
 	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules, Held: p.cutOff})
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/podactions"
+	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
 	"github.com/restartbed/restartbed/fakekubelet/status"
@@ -59,6 +60,7 @@ type pods struct {
 	clock    clock.WithTicker
 	timing   timing.Profile
 	rules    restart.Rules
+	release  release.Kubelet
 	rt       *runtime.Runtime
 	status   *status.Manager
 	informer cache.SharedIndexInformer
@@ -79,7 +81,6 @@ type pods struct {
 
 	// background holds preStop hooks in flight.
 	background sync.WaitGroup
-	ctx        context.Context
 }
 
 func (p *pods) onPod(obj any) {
@@ -187,8 +188,7 @@ func (p *pods) run(ctx context.Context) {
 	wg.Wait()
 }
 
-// sync brings one pod a step closer to what its spec and the kubelet's rules want (the
-// kubelet's SyncPod and SyncTerminatingPod, reference §7).
+// sync runs one sync of a pod: package podactions decides what it does, apply does it.
 func (p *pods) sync(ctx context.Context, uid types.UID) error {
 	pod, unseen := p.view(uid)
 	if unseen {
@@ -206,192 +206,104 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	st := p.state(uid)
-
-	if !p.rt.HasSandbox(uid) {
-		if pod.DeletionTimestamp != nil || restart.IsTerminal(pod.Status.Phase) {
-			// Nothing ever ran here (or a previous kubelet's runtime is gone): finish at once.
-			return p.finishDeleted(ctx, pod)
-		}
+	in := p.input(pod, st, n)
+	actions := podactions.Compute(in)
+	if actions.CreateSandbox {
 		ip, err := p.allocateIP(pod)
 		if err != nil {
 			return err
 		}
 		p.rt.RunSandbox(pod, ip.String())
+		in = p.input(pod, st, n)
+		actions = podactions.Compute(in)
 	}
-	rt, _ := p.rt.Status(uid)
-	old, ok := p.status.Latest(uid)
+	return p.apply(ctx, pod, st, in.Runtime, &actions)
+}
+
+// input gathers what the pod's sync reads: the runtime's and the status manager's views of the
+// pod and the kubelet's memory of it.
+func (p *pods) input(pod *corev1.Pod, st *podState, n *node) podactions.Input {
+	var rt *container.PodStatus
+	if s, ok := p.rt.Status(pod.UID); ok {
+		rt = &s
+	}
+	old, ok := p.status.Latest(pod.UID)
 	if !ok {
 		old = *pod.Status.DeepCopy()
 	}
-	in := status.Input{Pod: pod, Old: old, Runtime: &rt, HostIP: internalIP(n.index).String(), Rules: p.rules,
-		Probes: st, Reasons: st.reasons, Now: p.clock.Now()}
-
-	// A RestartAllContainers cleanup in progress goes on without publishing anything: the
-	// kubelet kills and removes the containers within one sync, so the statuses of half-cleaned
-	// pods (a target killed with 137 that no rule restarts would read as Failed) never exist.
-	if pod.DeletionTimestamp == nil && restartingAll(&old) && !restart.CleanedUp(pod, &rt) {
-		p.resetAll(pod, st, &rt)
-		return nil
-	}
-	// A deleted or terminal pod shuts down; so does one whose status just became terminal.
-	if pod.DeletionTimestamp == nil && !restart.IsTerminal(pod.Status.Phase) && !restart.IsTerminal(old.Phase) {
-		if gen := status.Generate(in); !restart.IsTerminal(gen.Phase) {
-			return p.syncRunning(ctx, pod, st, &rt, old, gen)
-		}
-	}
-	return p.syncShutdown(ctx, pod, st, &rt, in)
+	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: internalIP(n.index).String(), Rules: p.rules,
+		Release: p.release, Probes: st, Reasons: st.reasons, Backoff: st.backoff, Stopping: st.stopIssued,
+		ShutdownSince: st.shutdownSince, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
 }
 
-// restartingAll reports whether the status has AllContainersRestarting=True.
-func restartingAll(s *corev1.PodStatus) bool {
-	return slices.ContainsFunc(s.Conditions, func(c corev1.PodCondition) bool {
-		return c.Type == corev1.AllContainersRestarting && c.Status == corev1.ConditionTrue
-	})
-}
-
-// syncRunning publishes the status of a live pod and starts, restarts or resets its containers.
-func (p *pods) syncRunning(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, old, gen corev1.PodStatus) error {
-	if restartingAll(&gen) {
-		// The trigger (a cleanup under way never gets here, see sync): publish it before the
-		// cleanup, however short, so that it is seen (X2).
-		if err := p.status.SetAndWait(ctx, pod, gen); err != nil {
+// apply does what podactions planned for the pod, in the order Actions gives; rt is the
+// runtime's view the plan was made on.
+func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, a *podactions.Actions) error {
+	if a.StopSandbox {
+		p.rt.StopSandbox(pod.UID)
+		p.releaseIP(pod.UID) // a stopped sandbox gives its address back; the status keeps showing it
+	}
+	switch a.Publish {
+	case podactions.PublishAsync:
+		p.status.Set(pod, a.Status)
+	case podactions.PublishAndWait:
+		err := p.status.SetAndWait(ctx, pod, a.Status)
+		gone := a.FinishDeletion && errors.Is(err, status.ErrPodGone) // left the API meanwhile: nothing more to publish
+		if err != nil && !gone {
 			return err
 		}
-		p.resetAll(pod, st, rt)
-		return nil
 	}
-	if restartingAll(&old) {
-		// The cleaned-up status (Sync C): a real kubelet publishes it a relist before the
-		// restarted containers show, so it too must reach the API before anything starts.
-		if err := p.status.SetAndWait(ctx, pod, gen); err != nil {
+	for _, id := range a.Remove {
+		_ = p.rt.Remove(pod.UID, id)
+		delete(st.stopIssued, id)
+		delete(st.probes, id)
+	}
+	if a.BeginShutdown && st.shutdownSince.IsZero() {
+		st.shutdownSince = p.clock.Now()
+	}
+	for _, k := range a.Kill {
+		p.kill(ctx, pod, st, k)
+	}
+	for _, h := range a.HoldBack {
+		st.reasons[h.Container.Name] = h.Waiting
+		p.events.container(pod, h.Container, corev1.EventTypeWarning, eventBackOff, "Back-off restarting failed container %s in pod %s",
+			h.Container.Name, podactions.PodRef(pod))
+	}
+	if len(a.HoldBack) > 0 {
+		p.queue.AddAfter(pod.UID, a.RetryAfter())
+	}
+	for _, s := range a.Start {
+		p.start(ctx, pod, st, rt, s)
+	}
+	if a.FinishDeletion {
+		if err := p.finishDeleted(ctx, pod); err != nil {
 			return err
 		}
-	} else {
-		p.status.Set(pod, gen)
 	}
-	p.probe(ctx, pod, st, rt)
-	p.startContainers(pod, st, rt)
+	if a.Probe != podactions.ProbeNone {
+		p.probe(ctx, pod, st, rt, a.Probe)
+	}
+	if a.Requeue {
+		p.queue.Add(pod.UID)
+	}
 	return nil
 }
 
-// resetAll advances a RestartAllContainers cleanup by one step: every instance of every init and
-// regular container is stopped with the short grace and no preStop, one at a time, targets
-// before sources, then removed (reference §3.3). Ephemeral containers are left alone.
-func (p *pods) resetAll(pod *corev1.Pod, st *podState, rt *container.PodStatus) {
-	var targets, sources []*container.Status
-	collect := func(containers []corev1.Container) (t, s []*container.Status) {
-		for i := range containers {
-			c := &containers[i]
-			for _, inst := range rt.Instances(c.Name) {
-				if inst.State == container.Exited && p.rules.RestartsAll(c, inst.ExitCode) {
-					s = append(s, inst)
-				} else {
-					t = append(t, inst)
-				}
-			}
-		}
-		return t, s
-	}
-	regularTargets, regularSources := collect(pod.Spec.Containers)
-	initTargets, initSources := collect(pod.Spec.InitContainers)
-	targets = append(regularTargets, initTargets...)
-	sources = append(regularSources, initSources...)
-	for _, inst := range append(targets, sources...) {
-		if inst.State == container.Running {
-			if !st.stopIssued[inst.ID] {
-				st.stopIssued[inst.ID] = true
-				p.events.container(pod, containerSpec(pod, inst.Name), corev1.EventTypeNormal, eventKilling, "killing")
-				p.rt.Stop(pod.UID, inst.ID, p.timing.RestartAllKillGrace)
-			}
-			return // the exit brings the next sync
-		}
-		_ = p.rt.Remove(pod.UID, inst.ID)
-		delete(st.stopIssued, inst.ID)
-		delete(st.probes, inst.ID)
-	}
-	p.queue.Add(pod.UID) // cleaned up: the next sync publishes the cleaned status and starts over
-}
-
-// startContainers starts what the kubelet would start now (reference §4.3): the next init
-// container, a sidecar gated on its startup probe, then every regular container that should run.
-func (p *pods) startContainers(pod *corev1.Pod, st *podState, rt *container.PodStatus) {
-	initialized := restart.HasRunningRegular(&pod.Spec, rt)
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		latest := rt.Latest(c.Name)
-		if restart.IsSidecar(c) {
-			switch {
-			case latest == nil || latest.State == container.Exited:
-				p.start(pod, st, c, rt)
-				if !initialized {
-					return
-				}
-			case c.StartupProbe != nil && !st.Started(latest.ID) && !initialized:
-				return // the next container waits for this sidecar's startup probe
-			}
-			continue
-		}
-		switch {
-		case latest == nil:
-			if initialized {
-				continue
-			}
-			p.start(pod, st, c, rt)
-			return
-		case latest.State == container.Running:
-			return
-		case latest.ExitCode == 0 && latest.Reason != container.ReasonOOMKilled:
-			continue
-		case p.rules.ShouldRestart(c, pod.Spec.RestartPolicy, latest.ExitCode):
-			p.start(pod, st, c, rt)
-			return
-		default:
-			return // failed for good: the phase is Failed and the next sync shuts the pod down
-		}
-	}
-	anyWillRun := false
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
-			anyWillRun = true
-			continue
-		}
-		if p.rules.ShouldStart(c, pod, rt) {
-			anyWillRun = true
-			p.start(pod, st, c, rt)
-		}
-	}
-	if !anyWillRun {
-		// No regular container runs or will run again: the sidecars stop too (KillPod); the
-		// status that follows is terminal.
-		p.stopAll(pod, st, rt, p.podGrace(pod))
-	}
-}
-
-// start starts c unless its crash-loop backoff holds it back (reference §4.2).
-func (p *pods) start(pod *corev1.Pod, st *podState, c *corev1.Container, rt *container.PodStatus) {
-	key := c.Name + "@" + c.Image
-	if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Exited {
-		if st.backoff.IsInBackOffSince(key, latest.FinishedAt) {
-			delay := st.backoff.Get(key)
-			st.reasons[c.Name] = status.Waiting{Reason: status.ReasonCrashLoopBackOff,
-				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, podRef(pod))}
-			p.events.container(pod, c, corev1.EventTypeWarning, eventBackOff, "Back-off restarting failed container %s in pod %s", c.Name, podRef(pod))
-			p.queue.AddAfter(pod.UID, latest.FinishedAt.Add(delay).Sub(p.clock.Now()))
-			return
-		}
-		st.backoff.Next(key, latest.FinishedAt)
+// start starts a container the plan starts; a restart advances its crash-loop backoff.
+func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, s podactions.Start) {
+	c := s.Container
+	if s.BackoffKey != "" {
+		st.backoff.Next(s.BackoffKey, s.BackoffSince)
 	}
 	delete(st.reasons, c.Name)
 	env, err := runtime.EnvOf(pod, c, rt.IP, p.hostIP(pod))
 	if err != nil {
-		klog.FromContext(p.ctx).Info("Starting the container with part of its environment", "pod", klog.KObj(pod), "container", c.Name, "problem", err.Error())
+		klog.FromContext(ctx).Info("Starting the container with part of its environment", "pod", klog.KObj(pod), "container", c.Name, "problem", err.Error())
 	}
 	if inst, err := p.rt.Start(pod, c, env); err != nil {
-		klog.FromContext(p.ctx).V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.Name, "err", err)
+		klog.FromContext(ctx).V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.Name, "err", err)
 		p.events.container(pod, c, corev1.EventTypeWarning, eventFailed, "Error: %s", inst.Message)
 	}
-
 }
 
 func (p *pods) hostIP(pod *corev1.Pod) string {
@@ -401,83 +313,22 @@ func (p *pods) hostIP(pod *corev1.Pod) string {
 	return ""
 }
 
-// podGrace is the pod's termination grace period.
-func (p *pods) podGrace(pod *corev1.Pod) time.Duration {
-	if pod.DeletionGracePeriodSeconds != nil {
-		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
-	}
-	if pod.Spec.TerminationGracePeriodSeconds != nil {
-		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
-	}
-	return corev1.DefaultTerminationGracePeriodSeconds * time.Second
-}
-
-// stopAll stops the pod's running containers as the kubelet kills a pod: regular containers (and
-// a running regular init container) first, each after its preStop hook, then the sidecars one at
-// a time in reverse order; grace counts from the start of the shutdown.
-func (p *pods) stopAll(pod *corev1.Pod, st *podState, rt *container.PodStatus, grace time.Duration) {
-	if st.shutdownSince.IsZero() {
-		st.shutdownSince = p.clock.Now()
-	}
-	remaining := max(grace-p.clock.Since(st.shutdownSince), p.timing.RestartAllKillGrace)
-	var sidecars []*corev1.Container
-	mainRunning := false
-	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range list {
-			c := &list[i]
-			if restart.IsSidecar(c) {
-				sidecars = append(sidecars, c)
-				continue
-			}
-			if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
-				mainRunning = true
-				p.stopOne(pod, st, c, latest, remaining, "")
-			}
-		}
-	}
-	if mainRunning {
-		return
-	}
-	for i := len(sidecars) - 1; i >= 0; i-- {
-		if latest := rt.Latest(sidecars[i].Name); latest != nil && latest.State == container.Running {
-			p.stopOne(pod, st, sidecars[i], latest, remaining, "")
-			return
-		}
-	}
-}
-
-// containerSpec returns the pod's init or regular container with the name.
-func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
-	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range list {
-			if list[i].Name == name {
-				return &list[i]
-			}
-		}
-	}
-	return &corev1.Container{Name: name}
-}
-
-// stopOne runs the container's preStop hook (best effort, within the grace) and then stops it.
-func (p *pods) stopOne(pod *corev1.Pod, st *podState, c *corev1.Container, inst *container.Status, grace time.Duration, message string) {
-	if st.stopIssued[inst.ID] {
-		return
-	}
-	st.stopIssued[inst.ID] = true
-	if message == "" {
-		message = "Stopping container " + c.Name
-	}
-	p.events.container(pod, c, corev1.EventTypeNormal, eventKilling, "%s", message)
-	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
-		p.rt.Stop(pod.UID, inst.ID, grace)
+// kill stops one instance as the plan says: after its preStop hook (best effort, within the
+// grace) when the plan asks for it and the container has one.
+func (p *pods) kill(ctx context.Context, pod *corev1.Pod, st *podState, k podactions.Kill) {
+	st.stopIssued[k.ID] = true
+	p.events.container(pod, k.Container, corev1.EventTypeNormal, eventKilling, "%s", k.Message)
+	c := k.Container
+	if !k.PreStop || c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
+		p.rt.Stop(pod.UID, k.ID, k.Grace)
 		return
 	}
 	hook := c.Lifecycle.PreStop
 	p.background.Go(func() {
 		started := p.clock.Now()
-		ctx, cancel := context.WithCancel(p.ctx)
+		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		timer := p.clock.NewTimer(grace)
+		timer := p.clock.NewTimer(k.Grace)
 		defer timer.Stop()
 		go func() {
 			select {
@@ -487,41 +338,13 @@ func (p *pods) stopOne(pod *corev1.Pod, st *podState, c *corev1.Container, inst 
 			}
 		}()
 		p.runHandler(ctx, pod, c, hook)
-		p.rt.Stop(pod.UID, inst.ID, max(grace-p.clock.Since(started), p.timing.RestartAllKillGrace))
+		p.rt.Stop(pod.UID, k.ID, max(k.Grace-p.clock.Since(started), p.timing.RestartAllKillGrace))
 	})
-}
-
-// syncShutdown stops a deleted or terminal pod's containers and, once all have stopped,
-// publishes its final status; a deleted pod is then removed from the API.
-func (p *pods) syncShutdown(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, in status.Input) error {
-	running := slices.ContainsFunc(rt.Containers, func(s container.Status) bool { return s.State == container.Running })
-	if running {
-		p.status.Set(pod, status.Generate(in))
-		p.stopAll(pod, st, rt, p.podGrace(pod))
-		return nil
-	}
-	p.rt.StopSandbox(pod.UID)
-	p.releaseIP(pod.UID) // a stopped sandbox gives its address back; the status keeps showing it
-	rtNow, _ := p.rt.Status(pod.UID)
-	in.Runtime = &rtNow
-	in.Terminating = true
-	final := status.Generate(in)
-	if pod.DeletionTimestamp == nil {
-		p.status.Set(pod, final)
-		return nil
-	}
-	if err := p.status.SetAndWait(ctx, pod, final); err != nil && !errors.Is(err, status.ErrPodGone) {
-		return err
-	}
-	return p.finishDeleted(ctx, pod)
 }
 
 // finishDeleted removes a deleted pod whose containers have all stopped: delete with grace 0,
 // guarded by its UID, as the kubelet's status manager does.
 func (p *pods) finishDeleted(ctx context.Context, pod *corev1.Pod) error {
-	if pod.DeletionTimestamp == nil {
-		return nil // terminal before this kubelet ran anything: nothing to do
-	}
 	if p.cutOff(pod.UID) {
 		return nil // the deletion is finished when the node can reach the apiserver again
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
-	"github.com/restartbed/restartbed/fakekubelet/shell"
+	"github.com/restartbed/restartbed/fakekubelet/podactions"
 )
 
 // probeKind is one of a container's three probes.
@@ -26,8 +26,10 @@ const (
 
 // probeState is what the kubelet's probe workers know of one container instance.
 type probeState struct {
-	started   bool // the startup probe succeeded
-	ready     bool // the readiness probe's current result
+	started bool // the startup probe succeeded
+	ready   bool // the readiness probe's current result
+	// failed names the liveness or startup probe that failed at its threshold.
+	failed    string
 	next      [3]time.Time
 	successes [3]int32
 	failures  [3]int32
@@ -38,6 +40,14 @@ func (s *podState) Started(id string) bool { ps := s.probes[id]; return ps != ni
 
 // Ready implements status.ProbeResults.
 func (s *podState) Ready(id string) bool { ps := s.probes[id]; return ps != nil && ps.ready }
+
+// Failed implements podactions.ProbeResults.
+func (s *podState) Failed(id string) string {
+	if ps := s.probes[id]; ps != nil {
+		return ps.failed
+	}
+	return ""
+}
 
 // String is the probe's name as the kubelet's events give it.
 func (k probeKind) String() string {
@@ -54,27 +64,39 @@ func (k probeKind) of(c *corev1.Container) *corev1.Probe {
 	return c.ReadinessProbe
 }
 
-// probe runs the probes that are due for the pod's running containers, acts on their results
-// (a failed startup or liveness probe stops the container; the restart rules then decide), and
-// asks for a sync when the next probe is due.
-func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus) {
+// probe runs the probes that are due for the running containers the plan was made on and
+// records their results; it acts on none of them. A result that changes what the pod's next
+// plan does (started, ready, a liveness or startup failure that kills the instance) brings a
+// sync at once; the next due probe brings one then. While the pod terminates only readiness
+// probes go on, as the kubelet's probe workers do (see release.Kubelet.ExecProbesWhileTerminating).
+func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, mode podactions.Probe) {
 	now := p.clock.Now()
+	kinds := []probeKind{startupProbe, livenessProbe, readinessProbe}
+	if mode == podactions.ProbeTerminating {
+		kinds = []probeKind{readinessProbe}
+	}
 	var nextDue time.Time
 	changed := false
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
 			c := &list[i]
 			inst := rt.Latest(c.Name)
-			if inst == nil || inst.State != container.Running || st.stopIssued[inst.ID] ||
+			if inst == nil || inst.State != container.Running ||
 				(c.StartupProbe == nil && c.LivenessProbe == nil && c.ReadinessProbe == nil) {
 				continue
+			}
+			if st.stopIssued[inst.ID] && mode != podactions.ProbeTerminating {
+				continue // stopping in a live pod (a failed probe, KillPod): not probed again
 			}
 			ps := st.probes[inst.ID]
 			if ps == nil {
 				ps = &probeState{started: c.StartupProbe == nil}
 				st.probes[inst.ID] = ps
 			}
-			for _, kind := range []probeKind{startupProbe, livenessProbe, readinessProbe} {
+			if ps.failed != "" {
+				continue // to be killed: the kubelet stops probing it
+			}
+			for _, kind := range kinds {
 				spec := kind.of(c)
 				if spec == nil || (kind == startupProbe) == ps.started {
 					continue // the startup probe runs until it succeeds, the others after
@@ -86,47 +108,59 @@ func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 					nextDue = earliest(nextDue, ps.next[kind])
 					continue
 				}
+				ps.next[kind] = now.Add(time.Duration(max(spec.PeriodSeconds, 1)) * time.Second)
+				nextDue = earliest(nextDue, ps.next[kind])
+				if mode == podactions.ProbeTerminating && spec.Exec != nil && !p.release.ExecProbesWhileTerminating() {
+					// The probe ran in the pod's sync context, which the termination cancelled:
+					// it errors, and the last result stands.
+					p.events.container(pod, c, corev1.EventTypeWarning, eventUnhealthy, "%s probe errored and resulted in unknown state: %s", kind, context.Canceled)
+					continue
+				}
 				ok, output := p.runProbe(ctx, pod, rt.IP, c, spec)
 				if !ok {
 					p.events.container(pod, c, corev1.EventTypeWarning, eventUnhealthy, "%s probe failed: %s", kind, output)
 				}
-				ps.next[kind] = now.Add(time.Duration(max(spec.PeriodSeconds, 1)) * time.Second)
-				nextDue = earliest(nextDue, ps.next[kind])
-				if ok {
-					ps.successes[kind]++
-					ps.failures[kind] = 0
-				} else {
-					ps.failures[kind]++
-					ps.successes[kind] = 0
+				if ps.record(kind, spec, ok) {
+					changed = true
 				}
-				switch {
-				case kind == startupProbe && ok:
-					ps.started, changed = true, true
-				case kind == readinessProbe && ok && !ps.ready && ps.successes[kind] >= max(spec.SuccessThreshold, 1):
-					ps.ready, changed = true, true
-				case kind == readinessProbe && !ok && ps.ready && ps.failures[kind] >= max(spec.FailureThreshold, 1):
-					ps.ready, changed = false, true
-				case kind != readinessProbe && !ok && ps.failures[kind] >= max(spec.FailureThreshold, 1):
-					klog.FromContext(ctx).V(2).Info("Probe failed; stopping the container", "pod", klog.KObj(pod), "container", c.Name, "probe", kind)
-					grace := p.podGrace(pod)
-					if spec.TerminationGracePeriodSeconds != nil {
-						grace = time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
-					}
-					message := fmt.Sprintf("Container %s failed %s probe", c.Name, strings.ToLower(kind.String()))
-					if p.rules.ShouldRestart(c, pod.Spec.RestartPolicy, shell.ExitKilled) {
-						message += ", will be restarted"
-					}
-					p.stopOne(pod, st, c, inst, grace, message)
+				if ps.failed != "" {
+					klog.FromContext(ctx).V(2).Info("Probe failed; the container is to be killed", "pod", klog.KObj(pod), "container", c.Name, "probe", kind)
+					break
 				}
 			}
 		}
 	}
 	if changed {
-		p.queue.Add(pod.UID) // the status changes: started or ready
+		p.queue.Add(pod.UID)
 	}
 	if !nextDue.IsZero() {
 		p.queue.AddAfter(pod.UID, nextDue.Sub(now))
 	}
+}
+
+// record counts one result of the probe and reports whether what the plan reads changed:
+// started, ready, or a liveness or startup failure at its threshold.
+func (ps *probeState) record(kind probeKind, spec *corev1.Probe, ok bool) bool {
+	if ok {
+		ps.successes[kind]++
+		ps.failures[kind] = 0
+	} else {
+		ps.failures[kind]++
+		ps.successes[kind] = 0
+	}
+	switch {
+	case kind == startupProbe && ok:
+		ps.started = true
+	case kind == readinessProbe && ok && !ps.ready && ps.successes[kind] >= max(spec.SuccessThreshold, 1):
+		ps.ready = true
+	case kind == readinessProbe && !ok && ps.ready && ps.failures[kind] >= max(spec.FailureThreshold, 1):
+		ps.ready = false
+	case kind != readinessProbe && !ok && ps.failures[kind] >= max(spec.FailureThreshold, 1):
+		ps.failed = strings.ToLower(kind.String())
+	default:
+		return false
+	}
+	return true
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -13,6 +13,8 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
 
+	"k8s.io/apimachinery/pkg/util/version"
+
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -27,6 +29,7 @@ const (
 	varCaptured = "captured"
 	varElapsed  = "elapsed"
 	varTiming   = "timing"
+	varKube     = "kubernetes"
 )
 
 // listVariables are the object lists, in the order docs/scenarios.md lists them.
@@ -46,6 +49,7 @@ func environment() (*cel.Env, error) {
 			cel.Variable(varCaptured, cel.MapType(cel.StringType, cel.DynType)),
 			cel.Variable(varElapsed, cel.DurationType),
 			cel.Variable(varTiming, cel.MapType(cel.StringType, cel.DynType)),
+			cel.Variable(varKube, cel.MapType(cel.StringType, cel.DynType)),
 			ext.Strings(), ext.Lists(), ext.Sets(), ext.Math(),
 			cel.OptionalTypes(),
 		}
@@ -88,8 +92,8 @@ func compile(source string, wantBool bool) (cel.Program, error) {
 // activation is what an expression reads.
 type activation map[string]any
 
-func newActivation(lists map[string][]any, captured map[string]any, elapsed time.Duration, timing map[string]any) activation {
-	a := activation{varCaptured: captured, varElapsed: elapsed, varTiming: timing}
+func newActivation(lists map[string][]any, captured map[string]any, elapsed time.Duration, fixed runVariables) activation {
+	a := activation{varCaptured: captured, varElapsed: elapsed, varTiming: fixed.timing, varKube: fixed.kubernetes}
 	for _, name := range listVariables {
 		l := lists[name]
 		if l == nil {
@@ -98,6 +102,27 @@ func newActivation(lists map[string][]any, captured map[string]any, elapsed time
 		a[name] = l
 	}
 	return a
+}
+
+// runVariables are the variables fixed for a run.
+type runVariables struct {
+	timing, kubernetes map[string]any
+}
+
+// newRunVariables gives a run's fixed variables: its timing profile and its Kubernetes release
+// (a version such as v1.37.2).
+func newRunVariables(sc *Scenario, p timing.Profile, kubernetes string) runVariables {
+	return runVariables{timing: timingVariable(sc, p), kubernetes: kubernetesVariable(kubernetes)}
+}
+
+// kubernetesVariable is the release as expressions read it: kubernetes.version ("v1.37.2") and
+// kubernetes.minor (37), for steps whose outcome the release decides.
+func kubernetesVariable(v string) map[string]any {
+	out := map[string]any{"version": v, "minor": int64(0)}
+	if parsed, err := version.ParseGeneric(v); err == nil {
+		out["minor"] = int64(parsed.Minor())
+	}
+	return out
 }
 
 // timingVariable is the scenario's timing as expressions read it: the profile's name and each of

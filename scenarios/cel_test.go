@@ -19,12 +19,13 @@ func TestTimingVariable(t *testing.T) {
 		{timing.Realistic(), `timing.name == "realistic" && timing.defaultTolerationSeconds == duration("300s") && timing.nodeMonitorPeriod == duration("5s")`},
 		{timing.Realistic(), `timing.kueueFailureRecoveryThreshold == duration("7s")`},
 		{timing.Fast(), `elapsed + timing.podGCQuarantine > duration("4s")`},
+		{timing.Fast(), `kubernetes.version == "v1.36.4" && kubernetes.minor == 36 && (kubernetes.minor >= 37 ? false : true)`},
 	} {
 		prg, err := compile(tc.expr, true)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.expr, err)
 		}
-		ok, err := evalBool(prg, newActivation(nil, map[string]any{}, time.Second, timingVariable(sc, tc.profile)))
+		ok, err := evalBool(prg, newActivation(nil, map[string]any{}, time.Second, newRunVariables(sc, tc.profile, "v1.36.4")))
 		if err != nil || !ok {
 			t.Errorf("%s with %s = %v, %v; want true", tc.expr, tc.profile.Name, ok, err)
 		}

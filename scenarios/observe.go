@@ -46,8 +46,8 @@ type observer struct {
 	lists   map[string][]any                     // sorted views, rebuilt when stale
 	// captured holds the values of capture steps.
 	captured map[string]any
-	// timing is the timing variable, fixed for the run.
-	timing map[string]any
+	// fixed are the variables fixed for the run (timing, kubernetes).
+	fixed runVariables
 	// start is when the first step started (elapsed counts from it); traceStart when the
 	// cluster started (trace times count from it).
 	start, traceStart time.Time
@@ -65,9 +65,9 @@ type waiter struct {
 	evals   int
 }
 
-func newObserver(clk clock.PassiveClock, trace io.Writer, timing map[string]any) *observer {
+func newObserver(clk clock.PassiveClock, trace io.Writer, fixed runVariables) *observer {
 	o := &observer{clock: clk, objects: map[string]map[string]map[string]any{}, lists: map[string][]any{},
-		captured: map[string]any{}, timing: timing, traceStart: clk.Now()}
+		captured: map[string]any{}, fixed: fixed, traceStart: clk.Now()}
 	for _, w := range watched {
 		o.objects[w.variable] = map[string]map[string]any{}
 	}
@@ -167,7 +167,7 @@ func (o *observer) activationLocked() activation {
 	if !o.start.IsZero() {
 		elapsed = o.clock.Since(o.start)
 	}
-	return newActivation(o.lists, o.captured, elapsed, o.timing)
+	return newActivation(o.lists, o.captured, elapsed, o.fixed)
 }
 
 func nameOf(obj map[string]any) string {

@@ -142,7 +142,7 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 	// The watches end before the cluster stops, so that the apiserver has no request to drain.
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
-	r := &runner{sc: sc, cluster: cluster, obs: newObserver(cluster.Clock, opts.Trace, timingVariable(sc, cluster.Timing)), rep: rep}
+	r := &runner{sc: sc, cluster: cluster, obs: newObserver(cluster.Clock, opts.Trace, newRunVariables(sc, cluster.Timing, cluster.Release.Kubernetes)), rep: rep}
 	if err := r.setUp(ctx, watchCtx); err != nil {
 		res.Err = err
 		res.skipAll(0)

@@ -30,6 +30,10 @@ const (
 	ReasonStartError = "StartError"
 )
 
+// ExitCodeKilled is the exit code of an instance the runtime killed (128+SIGKILL), and the one
+// the kubelet gives an instance it can no longer find.
+const ExitCodeKilled = 137
+
 // Status is a snapshot of one container instance.
 type Status struct {
 	ID   string

@@ -11,6 +11,7 @@ import (
 	"k8s.io/kubectl/pkg/util/qos"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 )
 
@@ -22,9 +23,8 @@ const (
 	ReasonCrashLoopBackOff       = "CrashLoopBackOff"
 	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
 
-	messageRestartingAll     = "The container is removed because RestartAllContainers in place"
-	messageStatusUnknown     = "The container could not be located when the pod was deleted.  The container used to be Running"
-	exitCodeRemovedContainer = 137
+	messageRestartingAll = "The container is removed because RestartAllContainers in place"
+	messageStatusUnknown = "The container could not be located when the pod was deleted.  The container used to be Running"
 )
 
 // Pod condition reasons and messages, reference §3.2 and §4.4.
@@ -36,6 +36,9 @@ const (
 	ReasonContainersNotInitialized    = "ContainersNotInitialized"
 	ReasonReadinessGatesNotReady      = "ReadinessGatesNotReady"
 	ReasonRestartAllContainersStarted = "RestartAllContainersStarted"
+	ReasonPodSandboxNotReady          = "PodSandboxNotReady"
+	messageNoSandbox                  = "no pod sandbox exists"
+	messageSandboxNotReady            = "pod sandbox is not ready"
 	MessageRestartAllContainers       = "container exited with restart policy rule"
 )
 
@@ -66,6 +69,8 @@ type Input struct {
 	HostIP string
 	// Rules are the kubelet's restart rules (and its RestartAllContainers gate).
 	Rules restart.Rules
+	// Release is the kubelet's release, for what its status generation does differently.
+	Release release.Kubelet
 	// Probes are the probe results; nil: no probe has a result.
 	Probes ProbeResults
 	// Reasons is the reason cache by container name.
@@ -172,6 +177,15 @@ func (g *generator) fromRuntime(cs *container.Status, old *corev1.ContainerStatu
 		if g.in.Rules.RestartAll && old.RestartCount > st.RestartCount {
 			st.RestartCount = old.RestartCount
 		}
+		if g.in.Rules.RestartAll && g.in.Release.CarriesLastStateAcrossRestartAll() {
+			// A RestartAllContainers removed the instance this one follows; the last status
+			// remembers how it ended. A previous instance the runtime still has overrides this.
+			if old.ContainerID != st.ContainerID && old.State.Terminated != nil {
+				st.LastTerminationState.Terminated = old.State.Terminated.DeepCopy()
+			} else if old.LastTerminationState.Terminated != nil {
+				st.LastTerminationState.Terminated = old.LastTerminationState.Terminated.DeepCopy()
+			}
+		}
 	}
 	switch cs.State {
 	case container.Running:
@@ -221,7 +235,7 @@ func (g *generator) containerStatuses(containers []corev1.Container, previous []
 		if g.in.Rules.RestartAll && g.restarting && o.State.Waiting == nil {
 			st.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: restart.ReasonRestartingAllContainers, Message: messageRestartingAll}}
 			st.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: exitCodeRemovedContainer, Reason: restart.ReasonRestartingAllContainers, Message: messageRestartingAll}}
+				ExitCode: container.ExitCodeKilled, Reason: restart.ReasonRestartingAllContainers, Message: messageRestartingAll}}
 			st.RestartCount = o.RestartCount + 1
 			continue
 		}
@@ -232,7 +246,7 @@ func (g *generator) containerStatuses(containers []corev1.Container, previous []
 			continue
 		}
 		st.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: exitCodeRemovedContainer, Reason: ReasonContainerStatusUnknown, Message: messageStatusUnknown}}
+			ExitCode: container.ExitCodeKilled, Reason: ReasonContainerStatusUnknown, Message: messageStatusUnknown}}
 		if g.in.Pod.DeletionTimestamp == nil {
 			st.RestartCount++
 		}
@@ -330,11 +344,7 @@ func (g *generator) conditions(s *corev1.PodStatus) []corev1.PodCondition {
 		}
 	}
 	gen := pod.Generation
-	ready := corev1.ConditionFalse
-	if g.rt.SandboxReady {
-		ready = corev1.ConditionTrue
-	}
-	conds = append(conds, corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: ready, ObservedGeneration: gen})
+	conds = append(conds, g.readyToStartContainers())
 	all := append(slices.Clone(s.InitContainerStatuses), s.ContainerStatuses...)
 	conds = append(conds, g.initialized(all, s.Phase))
 	containersReady := g.containersReady(all, s.Phase)
@@ -357,6 +367,23 @@ func (g *generator) conditions(s *corev1.PodStatus) []corev1.PodCondition {
 		}
 	}
 	return conds
+}
+
+// readyToStartContainers is the PodReadyToStartContainers condition: True while the sandbox is
+// ready; from 1.37 a False one says why.
+func (g *generator) readyToStartContainers() corev1.PodCondition {
+	cond := corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, ObservedGeneration: g.in.Pod.Generation}
+	if g.rt.SandboxReady {
+		return cond
+	}
+	cond.Status = corev1.ConditionFalse
+	if g.in.Release.ExplainsSandboxNotReady() {
+		cond.Reason, cond.Message = ReasonPodSandboxNotReady, messageSandboxNotReady
+		if g.in.Runtime == nil {
+			cond.Message = messageNoSandbox
+		}
+	}
+	return cond
 }
 
 func listed(kind string, names []string) string {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 )
 
@@ -400,55 +401,103 @@ regular Running last=- rc=0 ready=true started=true id=r1`},
 	})
 }
 
-// TestSequenceC replays reference §3.6 sequence C and quirk Q6: a source that had restarted on
-// its own, and a crash-loop restart after the group restart that does not raise the API count.
+// TestSequenceC replays reference sequence C and quirk Q6: a source that had restarted on its
+// own, and a crash-loop restart after the group restart that does not raise the API count. From
+// 1.36 the restarted containers keep the cleanup's termination as their lastState until a
+// previous instance replaces it (release.Kubelet.CarriesLastStateAcrossRestartAll).
 func TestSequenceC(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
-		RestartPolicy: corev1.RestartPolicyAlways,
-		Containers: []corev1.Container{
-			{Name: "source-container", Image: "busybox:1.36", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: rac(42)},
-			{Name: "regular", Image: "busybox:1.36"}},
-	}}
 	backoff := backoffReasons{"source-container": {Reason: ReasonCrashLoopBackOff, Message: "back-off 10s restarting failed container=source-container pod=p_ns(uid-1)"}}
-	old := corev1.PodStatus{}
-	for _, s := range []struct {
+	steps := []struct {
 		name    string
 		rt      *container.PodStatus
 		reasons backoffReasons
 		want    string
+		// from136 is the 1.36 and 1.37 lines where they differ.
+		from136 string
 	}{
 		{"P1", newest(running("regular", 0, "r1"), running("source-container", 0, "c1")), nil,
-			"regular Running last=- rc=0\nsource-container Running last=- rc=0"},
+			"regular Running last=- rc=0\nsource-container Running last=- rc=0", ""},
 		{"P2 exit 1", newest(running("regular", 0, "r1"), exited("source-container", 0, 1, "c1")), nil,
-			"regular Running last=- rc=0\nsource-container Terminated(1,Error) last=- rc=0"},
+			"regular Running last=- rc=0\nsource-container Terminated(1,Error) last=- rc=0", ""},
 		{"P3 restarted", newest(running("source-container", 1, "c2"), running("regular", 0, "r1"), exited("source-container", 0, 1, "c1")), nil,
-			"regular Running last=- rc=0\nsource-container Running last=Terminated(1,Error) rc=1"},
+			"regular Running last=- rc=0\nsource-container Running last=Terminated(1,Error) rc=1", ""},
 		{"P4 exit 42", newest(exited("source-container", 1, 42, "c2"), running("regular", 0, "r1"), exited("source-container", 0, 1, "c1")), nil,
-			"regular Running last=- rc=0\nsource-container Terminated(42,Error) last=Terminated(1,Error) rc=1"},
+			"regular Running last=- rc=0\nsource-container Terminated(42,Error) last=Terminated(1,Error) rc=1", ""},
 		{"P5 cleaned", newest(), nil,
-			"regular Waiting(RestartingAllContainers) last=Terminated(137,RestartingAllContainers) rc=1\nsource-container Waiting(RestartingAllContainers) last=Terminated(137,RestartingAllContainers) rc=2"},
+			"regular Waiting(RestartingAllContainers) last=Terminated(137,RestartingAllContainers) rc=1\nsource-container Waiting(RestartingAllContainers) last=Terminated(137,RestartingAllContainers) rc=2", ""},
 		{"P6 running", newest(running("regular", 0, "r2"), running("source-container", 0, "c3")), nil,
-			"regular Running last=- rc=1\nsource-container Running last=- rc=2"},
+			"regular Running last=- rc=1\nsource-container Running last=- rc=2",
+			"regular Running last=Terminated(137,RestartingAllContainers) rc=1\nsource-container Running last=Terminated(137,RestartingAllContainers) rc=2"},
 		{"P7 exit 1", newest(running("regular", 0, "r2"), exited("source-container", 0, 1, "c3")), nil,
-			"regular Running last=- rc=1\nsource-container Terminated(1,Error) last=- rc=2"},
+			"regular Running last=- rc=1\nsource-container Terminated(1,Error) last=- rc=2",
+			"regular Running last=Terminated(137,RestartingAllContainers) rc=1\nsource-container Terminated(1,Error) last=Terminated(137,RestartingAllContainers) rc=2"},
 		{"P8 backoff", newest(running("regular", 0, "r2"), exited("source-container", 0, 1, "c3")), backoff,
-			"regular Running last=- rc=1\nsource-container Waiting(CrashLoopBackOff) last=Terminated(1,Error) rc=2"},
+			"regular Running last=- rc=1\nsource-container Waiting(CrashLoopBackOff) last=Terminated(1,Error) rc=2",
+			"regular Running last=Terminated(137,RestartingAllContainers) rc=1\nsource-container Waiting(CrashLoopBackOff) last=Terminated(1,Error) rc=2"},
 		{"P9 restarted, count unchanged (Q6)", newest(running("source-container", 1, "c4"), running("regular", 0, "r2"), exited("source-container", 0, 1, "c3")), nil,
-			"regular Running last=- rc=1\nsource-container Running last=Terminated(1,Error) rc=2"},
+			"regular Running last=- rc=1\nsource-container Running last=Terminated(1,Error) rc=2",
+			"regular Running last=Terminated(137,RestartingAllContainers) rc=1\nsource-container Running last=Terminated(1,Error) rc=2"},
+	}
+	for minor := uint(release.OldestMinor); minor <= release.NewestMinor; minor++ {
+		rel := release.Minor(minor)
+		t.Run(rel.String(), func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyAlways,
+				Containers: []corev1.Container{
+					{Name: "source-container", Image: "busybox:1.36", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), RestartPolicyRules: rac(42)},
+					{Name: "regular", Image: "busybox:1.36"}},
+			}}
+			old := corev1.PodStatus{}
+			for _, s := range steps {
+				got := Generate(Input{Pod: pod, Old: old, Runtime: s.rt, Rules: restart.Rules{RestartAll: true}, Release: rel, Now: t0, Reasons: s.reasons})
+				var lines []string
+				for _, c := range got.ContainerStatuses {
+					lines = append(lines, fmt.Sprintf("%s %s rc=%d", c.Name, strings.Fields(summaryLine(c))[0]+" "+strings.Fields(summaryLine(c))[1], c.RestartCount))
+				}
+				want := s.want
+				if minor >= 36 && s.from136 != "" {
+					want = s.from136
+				}
+				if diff := cmp.Diff(want, strings.Join(lines, "\n")); diff != "" {
+					t.Fatalf("step %s (-want +got):\n%s", s.name, diff)
+				}
+				if got.Phase != corev1.PodRunning {
+					t.Fatalf("step %s: phase %s, want Running", s.name, got.Phase)
+				}
+				old = got
+				pod.Status = got
+			}
+		})
+	}
+}
+
+// TestReadyToStartContainersExplainsFrom137: from 1.37 a False PodReadyToStartContainers says
+// why (release.Kubelet.ExplainsSandboxNotReady).
+func TestReadyToStartContainersExplainsFrom137(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "main", Image: "busybox:1.36"}}}}
+	stopped := newest(exited("main", 0, 0, "m1"))
+	stopped.SandboxReady = false
+	for _, tc := range []struct {
+		name string
+		rt   *container.PodStatus
+		want map[uint]string
+	}{
+		{"no sandbox", nil, map[uint]string{35: `False "" ""`, 36: `False "" ""`, 37: `False "PodSandboxNotReady" "no pod sandbox exists"`}},
+		{"stopped sandbox", stopped, map[uint]string{35: `False "" ""`, 36: `False "" ""`, 37: `False "PodSandboxNotReady" "pod sandbox is not ready"`}},
+		{"ready sandbox", newest(), map[uint]string{35: `True "" ""`, 36: `True "" ""`, 37: `True "" ""`}},
 	} {
-		got := Generate(Input{Pod: pod, Old: old, Runtime: s.rt, Rules: restart.Rules{RestartAll: true}, Now: t0, Reasons: s.reasons})
-		var lines []string
-		for _, c := range got.ContainerStatuses {
-			lines = append(lines, fmt.Sprintf("%s %s rc=%d", c.Name, strings.Fields(summaryLine(c))[0]+" "+strings.Fields(summaryLine(c))[1], c.RestartCount))
+		for minor, want := range tc.want {
+			got := Generate(Input{Pod: pod, Runtime: tc.rt, Release: release.Minor(minor), Now: t0})
+			for _, c := range got.Conditions {
+				if c.Type != corev1.PodReadyToStartContainers {
+					continue
+				}
+				if line := fmt.Sprintf("%s %q %q", c.Status, c.Reason, c.Message); line != want {
+					t.Errorf("%s on 1.%d: PodReadyToStartContainers=%s, want %s", tc.name, minor, line, want)
+				}
+			}
 		}
-		if diff := cmp.Diff(s.want, strings.Join(lines, "\n")); diff != "" {
-			t.Fatalf("step %s (-want +got):\n%s", s.name, diff)
-		}
-		if got.Phase != corev1.PodRunning {
-			t.Fatalf("step %s: phase %s, want Running", s.name, got.Phase)
-		}
-		old = got
-		pod.Status = got
 	}
 }
 

@@ -179,13 +179,13 @@ func (m *Manager) Forget(uid types.UID) {
 	defer m.mu.Unlock()
 	if ps := m.pods[uid]; ps != nil {
 		ps.gone = true
-		release(ps, ErrPodGone)
+		answerWaiters(ps, ErrPodGone)
 		delete(m.pods, uid)
 	}
 }
 
-// release answers the waiters that the published version satisfies, or all with err; m.mu is held.
-func release(ps *podStatus, err error) {
+// answerWaiters answers the waiters that the published version satisfies, or all with err; m.mu is held.
+func answerWaiters(ps *podStatus, err error) {
 	kept := ps.waiters[:0]
 	for _, w := range ps.waiters {
 		if err != nil || w.version <= ps.publishedVersion {
@@ -246,7 +246,7 @@ func (m *Manager) publish(ctx context.Context, uid types.UID) error {
 		klog.FromContext(ctx).Error(err, "Refusing to publish a pod status the apiserver forbids",
 			"pod", klog.KRef(namespace, name))
 		m.mu.Lock()
-		release(ps, fmt.Errorf("status of pod %s/%s not published: %w", namespace, name, err))
+		answerWaiters(ps, fmt.Errorf("status of pod %s/%s not published: %w", namespace, name, err))
 		m.mu.Unlock()
 		return nil
 	}
@@ -278,7 +278,7 @@ func (m *Manager) publish(ctx context.Context, uid types.UID) error {
 		ps.published = desired
 	}
 	ps.publishedVersion = version
-	release(ps, nil)
+	answerWaiters(ps, nil)
 	return nil
 }
 

@@ -1,0 +1,188 @@
+package podactions
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/status"
+)
+
+// Publish says whether and how an Actions' status goes to the API.
+type Publish int
+
+const (
+	// PublishNone: nothing is published (a RestartAllContainers cleanup under way).
+	PublishNone Publish = iota
+	// PublishAsync: the status manager writes it when it can; the containers do not wait.
+	PublishAsync
+	// PublishAndWait: the status must be in the API before any container action of the plan
+	// (the AllContainersRestarting trigger and the cleaned-up status that follows it, and a
+	// deleted pod's final status before the deletion finishes).
+	PublishAndWait
+)
+
+// String names the mode in test tables.
+func (p Publish) String() string {
+	return [...]string{"none", "async", "wait"}[p]
+}
+
+// Probe says which probes the prober runs after the plan is applied.
+type Probe int
+
+const (
+	// ProbeNone: no container runs, or none is probed.
+	ProbeNone Probe = iota
+	// ProbeRunning: every probe of the running containers that is due.
+	ProbeRunning
+	// ProbeTerminating: the pod shuts down; only readiness probes go on (see
+	// release.Kubelet.ExecProbesWhileTerminating).
+	ProbeTerminating
+)
+
+// String names the mode in test tables.
+func (p Probe) String() string {
+	return [...]string{"none", "running", "terminating"}[p]
+}
+
+// Kill stops one running container instance.
+type Kill struct {
+	Container *corev1.Container
+	ID        string
+	// Grace is how long the instance has after SIGTERM (its preStop hook included).
+	Grace time.Duration
+	// Message is the Killing event's message.
+	Message string
+	// PreStop: run the container's preStop hook first, within the grace.
+	PreStop bool
+}
+
+// Start starts a container.
+type Start struct {
+	Container *corev1.Container
+	// BackoffKey is the crash-loop backoff entry a restart advances; empty for a first start.
+	BackoffKey string
+	// BackoffSince is when the instance it replaces exited.
+	BackoffSince time.Time
+}
+
+// HoldBack is a container that should start but waits out its crash-loop backoff.
+type HoldBack struct {
+	Container *corev1.Container
+	// Waiting is the reason the kubelet remembers and shows until the container starts.
+	Waiting status.Waiting
+	// Retry is when the backoff ends, from now.
+	Retry time.Duration
+}
+
+// Actions are everything one sync of a pod does, in the order the pod workers apply them:
+// create the sandbox (and plan again on it), stop the sandbox, publish the status, remove,
+// kill, hold back and start containers, finish the deletion, probe, look again.
+type Actions struct {
+	// CreateSandbox: the pod has no sandbox yet; nothing else is planned until it has one.
+	CreateSandbox bool
+	// StopSandbox: every container has stopped; the sandbox stops and gives its IP back.
+	StopSandbox bool
+
+	Publish Publish
+	// Status is the status to publish (when Publish is not PublishNone).
+	Status corev1.PodStatus
+
+	// Remove lists instance IDs to remove from the runtime (a RestartAllContainers cleanup).
+	Remove []string
+	// Kill lists instances to stop.
+	Kill []Kill
+	// BeginShutdown: the pod's containers are being stopped for good; the shutdown's grace
+	// counts from the first sync that says so.
+	BeginShutdown bool
+	HoldBack      []HoldBack
+	Start         []Start
+
+	// FinishDeletion: the deleted pod has stopped; delete it from the API for good.
+	FinishDeletion bool
+
+	Probe Probe
+	// Requeue: sync again at once (a cleanup step is done).
+	Requeue bool
+}
+
+// RetryAfter is the earliest retry of a held-back container, or 0 when none is held back.
+func (a *Actions) RetryAfter() time.Duration {
+	var d time.Duration
+	for i, h := range a.HoldBack {
+		if i == 0 || h.Retry < d {
+			d = h.Retry
+		}
+	}
+	return d
+}
+
+// String is a one-line summary of the actions, for test tables and logs.
+func (a *Actions) String() string {
+	var parts []string
+	add := func(format string, args ...any) { parts = append(parts, fmt.Sprintf(format, args...)) }
+	if a.CreateSandbox {
+		add("create-sandbox")
+	}
+	if a.StopSandbox {
+		add("stop-sandbox")
+	}
+	if a.Publish != PublishNone {
+		add("publish=%s(%s)", a.Publish, a.Status.Phase)
+	}
+	for _, id := range a.Remove {
+		add("remove=%s", id)
+	}
+	for _, k := range a.Kill {
+		hook := ""
+		if k.PreStop && k.Container.Lifecycle != nil && k.Container.Lifecycle.PreStop != nil {
+			hook = "+preStop"
+		}
+		add("kill=%s/%s(%s%s)", k.Container.Name, k.ID, k.Grace, hook)
+	}
+	if a.BeginShutdown {
+		add("shutdown")
+	}
+	for _, h := range a.HoldBack {
+		add("hold=%s(%s %s)", h.Container.Name, h.Waiting.Reason, h.Retry)
+	}
+	for _, s := range a.Start {
+		add("start=%s", s.Container.Name)
+	}
+	if a.FinishDeletion {
+		add("finish-deletion")
+	}
+	if a.Probe != ProbeNone {
+		add("probe=%s", a.Probe)
+	}
+	if a.Requeue {
+		add("requeue")
+	}
+	return strings.Join(parts, " ")
+}
+
+// containerSpec returns the pod's init or regular container with the name; a container the
+// spec no longer names (which the API does not allow) gets a spec with the name only.
+func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return &corev1.Container{Name: name}
+}
+
+// running reports whether any instance of the pod runs.
+func running(rt *container.PodStatus) bool {
+	for i := range rt.Containers {
+		if rt.Containers[i].State == container.Running {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,362 @@
+package podactions
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/release"
+	"github.com/restartbed/restartbed/fakekubelet/restart"
+	"github.com/restartbed/restartbed/fakekubelet/status"
+)
+
+// ProbeResults are what the prober recorded, by container instance ID.
+type ProbeResults interface {
+	status.ProbeResults
+	// Failed returns "liveness" or "startup" when that probe of the instance has failed as often
+	// as its failureThreshold allows: the instance is to be killed.
+	Failed(id string) string
+}
+
+// Backoff is the pod's crash-loop backoff, read only (flowcontrol.Backoff has these methods).
+type Backoff interface {
+	// IsInBackOffSince reports whether a restart of the entry is still held back, for an
+	// instance that exited at since.
+	IsInBackOffSince(key string, since time.Time) bool
+	// Get returns the entry's current delay.
+	Get(key string) time.Duration
+}
+
+// Input is everything one sync of a pod reads.
+type Input struct {
+	// Pod is the pod as the kubelet sees it.
+	Pod *corev1.Pod
+	// Old is the status the kubelet last generated for the pod, or the API's.
+	Old corev1.PodStatus
+	// Runtime is the pod's sandbox and container instances; nil when it has no sandbox.
+	Runtime *container.PodStatus
+	// HostIP is the node's IP.
+	HostIP  string
+	Rules   restart.Rules
+	Release release.Kubelet
+	Probes  ProbeResults
+	// Reasons is the reason cache: why a container was last held back, by name.
+	Reasons map[string]status.Waiting
+	Backoff Backoff
+	// Stopping holds the instance IDs the kubelet has already begun to stop.
+	Stopping map[string]bool
+	// ShutdownSince is when the pod's shutdown began, zero before.
+	ShutdownSince time.Time
+	// MinGrace is the least grace a stop gets (a RestartAllContainers cleanup's grace, and
+	// the floor of a shutdown whose grace has run out).
+	MinGrace time.Duration
+	Now      time.Time
+}
+
+// Compute returns what one sync of the pod does.
+func Compute(in Input) Actions {
+	p := planner{in: in, stopping: map[string]bool{}}
+	p.compute()
+	return p.out
+}
+
+type planner struct {
+	in  Input
+	out Actions
+	// stopping: instances stopped before or by this plan.
+	stopping map[string]bool
+}
+
+func (p *planner) compute() {
+	pod, rt := p.in.Pod, p.in.Runtime
+	deleted := pod.DeletionTimestamp != nil
+	if rt == nil {
+		if deleted || restart.IsTerminal(pod.Status.Phase) {
+			// Nothing ever ran here (or a previous kubelet's runtime is gone): a deleted pod
+			// finishes at once, a terminal one stays as it is.
+			p.out.FinishDeletion = deleted
+			return
+		}
+		p.out.CreateSandbox = true
+		return
+	}
+	// A RestartAllContainers cleanup in progress goes on without publishing anything: the
+	// kubelet kills and removes the containers within one sync, so the statuses of half-cleaned
+	// pods (a target killed with 137 that no rule restarts would read as Failed) never exist.
+	if !deleted && restartingAll(&p.in.Old) && !restart.CleanedUp(pod, rt) {
+		p.cleanUp()
+		return
+	}
+	// A deleted or terminal pod shuts down; so does one whose status just became terminal.
+	if !deleted && !restart.IsTerminal(pod.Status.Phase) && !restart.IsTerminal(p.in.Old.Phase) {
+		if gen := status.Generate(p.statusInput(rt, false)); !restart.IsTerminal(gen.Phase) {
+			p.run(gen)
+			return
+		}
+	}
+	p.shutDown()
+}
+
+func (p *planner) statusInput(rt *container.PodStatus, terminating bool) status.Input {
+	in := p.in
+	return status.Input{Pod: in.Pod, Old: in.Old, Runtime: rt, HostIP: in.HostIP, Rules: in.Rules, Release: in.Release,
+		Probes: in.Probes, Reasons: in.Reasons, Terminating: terminating, Now: in.Now}
+}
+
+// restartingAll reports whether the status has AllContainersRestarting=True.
+func restartingAll(s *corev1.PodStatus) bool {
+	return slices.ContainsFunc(s.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.AllContainersRestarting && c.Status == corev1.ConditionTrue
+	})
+}
+
+// run plans a live pod: publish its status, kill what failed its probes, start what should run.
+func (p *planner) run(gen corev1.PodStatus) {
+	p.out.Status = gen
+	if restartingAll(&gen) {
+		// The trigger (a cleanup under way never gets here): published before the cleanup,
+		// however short, so that it is seen.
+		p.out.Publish = PublishAndWait
+		p.cleanUp()
+		return
+	}
+	p.out.Publish = PublishAsync
+	if restartingAll(&p.in.Old) {
+		// The cleaned-up status: a real kubelet publishes it a relist before the restarted
+		// containers show, so it too must reach the API before anything starts.
+		p.out.Publish = PublishAndWait
+	}
+	p.killProbeFailures()
+	p.startContainers()
+	p.out.Probe = ProbeRunning
+}
+
+// cleanUp advances a RestartAllContainers cleanup by one step: every instance of every init
+// and regular container is stopped with the least grace and no preStop, one at a time, targets
+// before sources, then removed. Ephemeral containers are left alone.
+func (p *planner) cleanUp() {
+	pod, rt := p.in.Pod, p.in.Runtime
+	collect := func(containers []corev1.Container) (targets, sources []*container.Status) {
+		for i := range containers {
+			c := &containers[i]
+			for _, inst := range rt.Instances(c.Name) {
+				if inst.State == container.Exited && p.in.Rules.RestartsAll(c, inst.ExitCode) {
+					sources = append(sources, inst)
+				} else {
+					targets = append(targets, inst)
+				}
+			}
+		}
+		return targets, sources
+	}
+	regularTargets, regularSources := collect(pod.Spec.Containers)
+	initTargets, initSources := collect(pod.Spec.InitContainers)
+	order := slices.Concat(regularTargets, initTargets, regularSources, initSources)
+	for _, inst := range order {
+		if inst.State == container.Running {
+			p.kill(containerSpec(pod, inst.Name), inst, p.in.MinGrace, "killing", false)
+			return // its exit brings the next sync
+		}
+		p.out.Remove = append(p.out.Remove, inst.ID)
+	}
+	p.out.Requeue = true // cleaned up: the next sync publishes the cleaned status and starts over
+}
+
+// killProbeFailures kills the running instances whose liveness or startup probe failed.
+func (p *planner) killProbeFailures() {
+	pod := p.in.Pod
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			inst := p.in.Runtime.Latest(c.Name)
+			if inst == nil || inst.State != container.Running || p.in.Probes == nil {
+				continue
+			}
+			probe := p.in.Probes.Failed(inst.ID)
+			if probe == "" {
+				continue
+			}
+			spec := c.LivenessProbe
+			if probe == "startup" {
+				spec = c.StartupProbe
+			}
+			grace := podGrace(pod)
+			if spec != nil && spec.TerminationGracePeriodSeconds != nil {
+				grace = time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
+			}
+			message := fmt.Sprintf("Container %s failed %s probe", c.Name, probe)
+			if p.in.Rules.ShouldRestart(c, pod.Spec.RestartPolicy, container.ExitCodeKilled) {
+				message += ", will be restarted"
+			}
+			p.kill(c, inst, grace, message, true)
+		}
+	}
+}
+
+// startContainers starts what the kubelet would start now: the next init container, a sidecar
+// gated on its startup probe, then every regular container that should run. When no regular
+// container runs or will run again, the pod's containers stop.
+func (p *planner) startContainers() {
+	pod, rt := p.in.Pod, p.in.Runtime
+	initialized := restart.HasRunningRegular(&pod.Spec, rt)
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		latest := rt.Latest(c.Name)
+		if restart.IsSidecar(c) {
+			switch {
+			case latest == nil || latest.State == container.Exited:
+				p.start(c)
+				if !initialized {
+					return
+				}
+			case c.StartupProbe != nil && !p.started(latest.ID) && !initialized:
+				return // the next container waits for this sidecar's startup probe
+			}
+			continue
+		}
+		switch {
+		case latest == nil:
+			if initialized {
+				continue
+			}
+			p.start(c)
+			return
+		case latest.State == container.Running:
+			return
+		case latest.ExitCode == 0 && latest.Reason != container.ReasonOOMKilled:
+			continue
+		case p.in.Rules.ShouldRestart(c, pod.Spec.RestartPolicy, latest.ExitCode):
+			p.start(c)
+			return
+		default:
+			return // failed for good: the phase is Failed and the next sync shuts the pod down
+		}
+	}
+	anyWillRun := false
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
+			anyWillRun = true
+			continue
+		}
+		if p.in.Rules.ShouldStart(c, pod, rt) {
+			anyWillRun = true
+			p.start(c)
+		}
+	}
+	if !anyWillRun {
+		// No regular container runs or will run again: the sidecars stop too (KillPod); the
+		// status that follows is terminal.
+		p.stopAll()
+	}
+}
+
+func (p *planner) started(id string) bool { return p.in.Probes != nil && p.in.Probes.Started(id) }
+
+// start starts c unless its crash-loop backoff holds it back.
+func (p *planner) start(c *corev1.Container) {
+	key := c.Name + "@" + c.Image
+	latest := p.in.Runtime.Latest(c.Name)
+	if latest == nil || latest.State != container.Exited {
+		p.out.Start = append(p.out.Start, Start{Container: c})
+		return
+	}
+	if p.in.Backoff != nil && p.in.Backoff.IsInBackOffSince(key, latest.FinishedAt) {
+		delay := p.in.Backoff.Get(key)
+		p.out.HoldBack = append(p.out.HoldBack, HoldBack{Container: c, Retry: latest.FinishedAt.Add(delay).Sub(p.in.Now),
+			Waiting: status.Waiting{Reason: status.ReasonCrashLoopBackOff,
+				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, PodRef(p.in.Pod))}})
+		return
+	}
+	p.out.Start = append(p.out.Start, Start{Container: c, BackoffKey: key, BackoffSince: latest.FinishedAt})
+}
+
+// shutDown plans a deleted or terminal pod: stop its containers and, once all have stopped,
+// stop the sandbox and publish the final status; a deleted pod then leaves the API.
+func (p *planner) shutDown() {
+	pod, rt := p.in.Pod, p.in.Runtime
+	if running(rt) {
+		p.out.Publish, p.out.Status = PublishAsync, status.Generate(p.statusInput(rt, false))
+		p.stopAll()
+		p.out.Probe = ProbeTerminating
+		return
+	}
+	p.out.StopSandbox = true
+	stopped := *rt
+	stopped.SandboxReady = false
+	p.out.Status = status.Generate(p.statusInput(&stopped, true))
+	if pod.DeletionTimestamp == nil {
+		p.out.Publish = PublishAsync
+		return
+	}
+	p.out.Publish = PublishAndWait
+	p.out.FinishDeletion = true
+}
+
+// stopAll stops the pod's running containers as the kubelet kills a pod: regular containers (and
+// a running regular init container) first, each after its preStop hook, then the sidecars one at
+// a time in reverse order; the pod's grace counts from the start of the shutdown.
+func (p *planner) stopAll() {
+	pod, rt := p.in.Pod, p.in.Runtime
+	p.out.BeginShutdown = true
+	since := p.in.ShutdownSince
+	if since.IsZero() {
+		since = p.in.Now
+	}
+	remaining := max(podGrace(pod)-p.in.Now.Sub(since), p.in.MinGrace)
+	var sidecars []*corev1.Container
+	mainRunning := false
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			c := &list[i]
+			if restart.IsSidecar(c) {
+				sidecars = append(sidecars, c)
+				continue
+			}
+			if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
+				mainRunning = true
+				p.kill(c, latest, remaining, "", true)
+			}
+		}
+	}
+	if mainRunning {
+		return
+	}
+	for i := len(sidecars) - 1; i >= 0; i-- {
+		if latest := rt.Latest(sidecars[i].Name); latest != nil && latest.State == container.Running {
+			p.kill(sidecars[i], latest, remaining, "", true)
+			return
+		}
+	}
+}
+
+// kill stops the instance unless the kubelet already is stopping it.
+func (p *planner) kill(c *corev1.Container, inst *container.Status, grace time.Duration, message string, preStop bool) {
+	if p.in.Stopping[inst.ID] || p.stopping[inst.ID] {
+		return
+	}
+	p.stopping[inst.ID] = true
+	if message == "" {
+		message = "Stopping container " + c.Name
+	}
+	p.out.Kill = append(p.out.Kill, Kill{Container: c, ID: inst.ID, Grace: grace, Message: message, PreStop: preStop})
+}
+
+// podGrace is the pod's termination grace period.
+func podGrace(pod *corev1.Pod) time.Duration {
+	if pod.DeletionGracePeriodSeconds != nil {
+		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	}
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds * time.Second
+}
+
+// PodRef renders a pod as the kubelet's messages do: name_namespace(uid).
+func PodRef(pod *corev1.Pod) string {
+	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}

@@ -1,0 +1,315 @@
+package podactions
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/release"
+	"github.com/restartbed/restartbed/fakekubelet/restart"
+	"github.com/restartbed/restartbed/fakekubelet/status"
+)
+
+var now = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+const image = "docker.io/library/busybox:1.36"
+
+func runningInst(name, id string, attempt int) container.Status {
+	return container.Status{ID: id, Name: name, Attempt: attempt, State: container.Running, StartedAt: now.Add(-time.Minute), Image: image}
+}
+
+func exitedInst(name, id string, attempt int, code int32) container.Status {
+	reason := container.ReasonError
+	if code == 0 {
+		reason = container.ReasonCompleted
+	}
+	return container.Status{ID: id, Name: name, Attempt: attempt, State: container.Exited, StartedAt: now.Add(-time.Minute),
+		FinishedAt: now.Add(-time.Second), ExitCode: code, Reason: reason, Image: image}
+}
+
+// instances lists a ready sandbox's instances, newest first, as the runtime reports them.
+func instances(s ...container.Status) *container.PodStatus {
+	return &container.PodStatus{UID: "uid-1", IP: "10.64.0.2", SandboxReady: true, Containers: s}
+}
+
+func restartAllOn(codes ...int32) []corev1.ContainerRestartRule {
+	return []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: codes}}}
+}
+
+// triggered is the status groupPod's kubelet publishes when its worker exits 42: the trigger of
+// a RestartAllContainers, AllContainersRestarting=True.
+func triggered() corev1.PodStatus {
+	pod := groupPod()
+	rt := instances(exitedInst("worker", "w1", 0, 42), runningInst("helper", "h1", 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0))
+	return status.Generate(status.Input{Pod: pod, Runtime: rt, Rules: restart.Rules{RestartAll: true}, Now: now,
+		Probes: probeResults{started: map[string]bool{"a1": true}}})
+}
+
+var agentStarted = probeResults{started: map[string]bool{"a1": true}}
+
+// probeResults are recorded probe results by instance ID.
+type probeResults struct {
+	started, ready map[string]bool
+	failed         map[string]string
+}
+
+func (r probeResults) Started(id string) bool { return r.started[id] }
+func (r probeResults) Ready(id string) bool   { return r.ready[id] }
+func (r probeResults) Failed(id string) string {
+	return r.failed[id]
+}
+
+// heldBack is a backoff that holds back the listed entries for their delay.
+type heldBack map[string]time.Duration
+
+func (h heldBack) IsInBackOffSince(key string, _ time.Time) bool { _, ok := h[key]; return ok }
+func (h heldBack) Get(key string) time.Duration                  { return h[key] }
+
+// pods of the table.
+func simplePod() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyAlways,
+		Containers:    []corev1.Container{{Name: "main", Image: image}},
+	}}
+}
+
+// groupPod is the shape of a JobSet worker with in-place restart: an init container, a sidecar
+// agent with a startup probe, a worker whose exit 42 restarts all containers, and a helper.
+func groupPod() *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		InitContainers: []corev1.Container{
+			{Name: "init", Image: image},
+			{Name: "agent", Image: image, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+				StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/"}}}},
+		},
+		Containers: []corev1.Container{
+			{Name: "worker", Image: image, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever), RestartPolicyRules: restartAllOn(42)},
+			{Name: "helper", Image: image, Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}},
+		},
+	}}
+}
+
+func with(pod *corev1.Pod, change func(*corev1.Pod)) *corev1.Pod {
+	change(pod)
+	return pod
+}
+
+func deleted(grace int64) func(*corev1.Pod) {
+	return func(pod *corev1.Pod) {
+		pod.DeletionTimestamp = &metav1.Time{Time: now.Add(-10 * time.Second)}
+		pod.DeletionGracePeriodSeconds = ptr.To(grace)
+	}
+}
+
+type computeCase struct {
+	name     string
+	pod      *corev1.Pod
+	old      corev1.PodStatus
+	rt       *container.PodStatus
+	gateOff  bool
+	probes   probeResults
+	backoff  heldBack
+	stopping []string
+	// shutdownFor is how long ago the pod's shutdown began.
+	shutdownFor time.Duration
+	// want is Actions.String() on every release, unless wantOn says otherwise for a minor.
+	want   string
+	wantOn map[uint]string
+	// status checks the planned status on every release: a line of statusLine's.
+	status   string
+	statusOn map[uint]string
+}
+
+// TestCompute is the planner's table, in the manner of upstream's TestComputePodActions and
+// TestComputePodActionsForRestartAllContainers: each case runs on every supported release.
+func TestCompute(t *testing.T) {
+	for _, tc := range []computeCase{
+		// The sandbox.
+		{name: "a new pod gets a sandbox first", pod: simplePod(), want: "create-sandbox"},
+		{name: "a deleted pod that never ran finishes at once", pod: with(simplePod(), deleted(30)), want: "finish-deletion"},
+		{name: "a terminal pod that never ran stays as it is", pod: with(simplePod(), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), want: ""},
+
+		// Starting.
+		{name: "a regular container starts", pod: simplePod(), rt: instances(),
+			want: "publish=async(Pending) start=main probe=running", status: "main Waiting(ContainerCreating) last=- rc=0"},
+		{name: "init containers start one at a time", pod: groupPod(), rt: instances(),
+			want: "publish=async(Pending) start=init probe=running"},
+		{name: "a running init container holds the rest back", pod: groupPod(), rt: instances(runningInst("init", "i1", 0)),
+			want: "publish=async(Pending) probe=running"},
+		{name: "the sidecar starts after the init container", pod: groupPod(), rt: instances(exitedInst("init", "i1", 0, 0)),
+			want: "publish=async(Pending) start=agent probe=running"},
+		{name: "regular containers wait for the sidecar's startup probe", pod: groupPod(),
+			rt:   instances(runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			want: "publish=async(Pending) probe=running", status: "agent Running last=- rc=0 started=false"},
+		{name: "a started sidecar lets the regular containers start", pod: groupPod(),
+			rt:     instances(runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			probes: probeResults{started: map[string]bool{"a1": true}},
+			want:   "publish=async(Pending) start=worker start=helper probe=running"},
+		{name: "a failed init container under restartPolicy Never fails the pod", pod: groupPod(),
+			rt:   instances(exitedInst("init", "i1", 0, 1)),
+			want: "stop-sandbox publish=async(Failed)"},
+
+		// Crash-loop backoff.
+		{name: "a crashed container restarts when its backoff allows", pod: simplePod(), rt: instances(exitedInst("main", "m1", 0, 1)),
+			want: "publish=async(Running) start=main probe=running"},
+		{name: "a crashed container waits out its backoff", pod: simplePod(), rt: instances(exitedInst("main", "m1", 0, 1)),
+			backoff: heldBack{"main@" + image: 20 * time.Second},
+			want:    "publish=async(Running) hold=main(CrashLoopBackOff 19s) probe=running"},
+		{name: "a held-back container shows the remembered reason", pod: simplePod(), rt: instances(exitedInst("main", "m1", 0, 1)),
+			backoff: heldBack{"main@" + image: 20 * time.Second},
+			old: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: status.ReasonCrashLoopBackOff}}}}},
+			want: "publish=async(Running) hold=main(CrashLoopBackOff 19s) probe=running"},
+
+		// Probes.
+		{name: "a failed liveness probe kills the instance with the pod's grace", pod: simplePod(), rt: instances(runningInst("main", "m1", 0)),
+			probes: probeResults{failed: map[string]string{"m1": "liveness"}},
+			want:   "publish=async(Running) kill=main/m1(30s) probe=running"},
+		{name: "a failed startup probe's own grace wins", rt: instances(runningInst("main", "m1", 0)),
+			pod: with(simplePod(), func(p *corev1.Pod) {
+				p.Spec.Containers[0].StartupProbe = &corev1.Probe{TerminationGracePeriodSeconds: ptr.To[int64](3)}
+			}),
+			probes: probeResults{failed: map[string]string{"m1": "startup"}},
+			want:   "publish=async(Running) kill=main/m1(3s) probe=running"},
+		{name: "an instance already stopping is not killed again", pod: simplePod(), rt: instances(runningInst("main", "m1", 0)),
+			probes: probeResults{failed: map[string]string{"m1": "liveness"}}, stopping: []string{"m1"},
+			want: "publish=async(Running) probe=running"},
+
+		// RestartAllContainers.
+		{name: "the trigger is published and waited for before the first kill", pod: groupPod(),
+			rt:     instances(exitedInst("worker", "w1", 0, 42), runningInst("helper", "h1", 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			probes: agentStarted,
+			want:   "publish=wait(Running) kill=helper/h1(1s)", status: "AllContainersRestarting=True RestartAllContainersStarted"},
+		{name: "the cleanup goes on unpublished: targets first, removed once stopped", pod: groupPod(), old: triggered(),
+			rt:   instances(exitedInst("worker", "w1", 0, 42), exitedInst("helper", "h1", 0, 137), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			want: "remove=h1 remove=i1 kill=agent/a1(1s)"},
+		{name: "a stopping target is waited for", pod: groupPod(), old: triggered(), stopping: []string{"a1"},
+			rt:   instances(exitedInst("worker", "w1", 0, 42), runningInst("agent", "a1", 0)),
+			want: ""},
+		{name: "the sources go last, then the pod syncs again", pod: groupPod(), old: triggered(),
+			rt:   instances(exitedInst("worker", "w1", 0, 42), exitedInst("agent", "a1", 0, 137), exitedInst("init", "i1", 0, 0)),
+			want: "remove=i1 remove=a1 remove=w1 requeue"},
+		{name: "the cleaned-up status is waited for, then the init container starts over", pod: groupPod(), old: triggered(),
+			rt:     instances(),
+			want:   "publish=wait(Running) start=init probe=running",
+			status: "AllContainersRestarting=False"},
+		{name: "with the gate off a RestartAllContainers rule is inert", pod: groupPod(), gateOff: true,
+			rt:   instances(exitedInst("worker", "w1", 0, 42), runningInst("helper", "h1", 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			want: "publish=async(Running) probe=running"},
+		{name: "from 1.36 a restarted container keeps the cleanup's termination as lastState", pod: groupPod(),
+			old: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "worker", RestartCount: 1,
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: restart.ReasonRestartingAllContainers}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: restart.ReasonRestartingAllContainers}}}}},
+			rt:     instances(runningInst("worker", "w2", 0), runningInst("helper", "h2", 0), runningInst("agent", "a2", 0), exitedInst("init", "i2", 0, 0)),
+			probes: probeResults{started: map[string]bool{"a2": true}},
+			want:   "publish=async(Running) probe=running",
+			status: "worker Running last=- rc=1",
+			statusOn: map[uint]string{36: "worker Running last=Terminated(137,RestartingAllContainers) rc=1",
+				37: "worker Running last=Terminated(137,RestartingAllContainers) rc=1"}},
+
+		// Shutdown.
+		{name: "a deleted pod's regular containers stop first, after their preStop hooks", pod: with(groupPod(), deleted(30)),
+			probes: agentStarted,
+			rt:     instances(runningInst("worker", "w1", 0), runningInst("helper", "h1", 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			want:   "publish=async(Running) kill=worker/w1(30s) kill=helper/h1(30s+preStop) shutdown probe=terminating"},
+		{name: "the grace counts from the start of the shutdown", pod: with(groupPod(), deleted(30)), shutdownFor: 25 * time.Second,
+			probes: agentStarted,
+			rt:     instances(runningInst("worker", "w1", 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			want:   "publish=async(Running) kill=worker/w1(5s) shutdown probe=terminating"},
+		{name: "a shutdown past its grace still gives the least grace", pod: with(groupPod(), deleted(30)), shutdownFor: time.Minute,
+			probes: agentStarted,
+			rt:     instances(runningInst("worker", "w1", 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			want:   "publish=async(Running) kill=worker/w1(1s) shutdown probe=terminating"},
+		{name: "the sidecars stop after the regular containers", pod: with(groupPod(), deleted(30)),
+			probes: agentStarted,
+			rt:     instances(exitedInst("worker", "w1", 0, 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			want:   "publish=async(Running) kill=agent/a1(30s) shutdown probe=terminating"},
+		{name: "a stopped deleted pod publishes its final status, waits for it and finishes", pod: with(groupPod(), deleted(30)),
+			probes:   agentStarted,
+			rt:       instances(exitedInst("worker", "w1", 0, 0), exitedInst("helper", "h1", 0, 0), exitedInst("agent", "a1", 0, 137), exitedInst("init", "i1", 0, 0)),
+			want:     "stop-sandbox publish=wait(Succeeded) finish-deletion",
+			status:   `PodReadyToStartContainers=False "" ""`,
+			statusOn: map[uint]string{37: `PodReadyToStartContainers=False "PodSandboxNotReady" "pod sandbox is not ready"`}},
+		{name: "a pod whose regular containers completed stops its sidecar (KillPod); the next status is terminal", pod: groupPod(),
+			probes: agentStarted,
+			rt:     instances(exitedInst("worker", "w1", 0, 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			want:   "publish=async(Running) kill=agent/a1(30s) shutdown probe=running"},
+		{name: "a completed pod with nothing running stops its sandbox", pod: with(simplePod(), func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }),
+			rt:   instances(exitedInst("main", "m1", 0, 0)),
+			want: "stop-sandbox publish=async(Succeeded)"},
+	} {
+		for minor := uint(release.OldestMinor); minor <= release.NewestMinor; minor++ {
+			t.Run(fmt.Sprintf("%s/1.%d", tc.name, minor), func(t *testing.T) { tc.run(t, minor) })
+		}
+	}
+}
+
+func (tc computeCase) run(t *testing.T, minor uint) {
+	stopping := map[string]bool{}
+	for _, id := range tc.stopping {
+		stopping[id] = true
+	}
+	in := Input{Pod: tc.pod.DeepCopy(), Old: tc.old, Runtime: tc.rt, HostIP: "172.16.0.1", Rules: restart.Rules{RestartAll: !tc.gateOff},
+		Release: release.Minor(minor), Probes: tc.probes, Backoff: tc.backoff, Stopping: stopping, MinGrace: time.Second, Now: now}
+	if tc.old.Phase == "" && tc.old.Conditions == nil && tc.old.ContainerStatuses == nil {
+		in.Old = *tc.pod.Status.DeepCopy()
+	}
+	if tc.shutdownFor > 0 {
+		in.ShutdownSince = now.Add(-tc.shutdownFor)
+	}
+	if tc.backoff == nil {
+		in.Backoff = heldBack{}
+	}
+	got := Compute(in)
+	want := tc.want
+	if w, ok := tc.wantOn[minor]; ok {
+		want = w
+	}
+	if s := got.String(); s != want {
+		t.Errorf("actions:\n got %s\nwant %s", s, want)
+	}
+	wantStatus := tc.status
+	if w, ok := tc.statusOn[minor]; ok {
+		wantStatus = w
+	}
+	if wantStatus != "" && !strings.Contains(statusLines(got.Status), wantStatus) {
+		t.Errorf("status has no line with %q:\n%s", wantStatus, statusLines(got.Status))
+	}
+}
+
+// statusLines renders the parts of a status the table checks, one line per condition and
+// container.
+func statusLines(s corev1.PodStatus) string {
+	var b strings.Builder
+	for _, c := range s.Conditions {
+		fmt.Fprintf(&b, "%s=%s %q %q\n", c.Type, c.Status, c.Reason, c.Message)
+		if c.Reason != "" {
+			fmt.Fprintf(&b, "%s=%s %s\n", c.Type, c.Status, c.Reason)
+		}
+	}
+	state := func(st corev1.ContainerState) string {
+		switch {
+		case st.Running != nil:
+			return "Running"
+		case st.Terminated != nil:
+			return fmt.Sprintf("Terminated(%d,%s)", st.Terminated.ExitCode, st.Terminated.Reason)
+		case st.Waiting != nil:
+			return fmt.Sprintf("Waiting(%s)", st.Waiting.Reason)
+		}
+		return "-"
+	}
+	for _, list := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for _, c := range list {
+			fmt.Fprintf(&b, "%s %s last=%s rc=%d started=%t\n", c.Name, state(c.State), state(c.LastTerminationState), c.RestartCount, ptr.Deref(c.Started, false))
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,13 @@
+// Package podactions decides what the emulated kubelet does in one sync of one pod, as the
+// kubelet's computePodActions (pkg/kubelet/kuberuntime/kuberuntime_manager.go) does for SyncPod
+// and as SyncPod and SyncTerminatingPod (pkg/kubelet/kubelet.go) decide around it: from the pod,
+// the status the kubelet last generated, the runtime's view of the pod's containers, the
+// crash-loop backoff, the probe results, the restart rules, the release and the time, Compute
+// returns one Actions value: the status to publish and how, the containers to kill, remove,
+// start or hold back and why, the sandbox to create or stop, whether the pod's deletion can
+// finish, whether to probe, and when to look again.
+//
+// It is pure: it starts, stops, writes and waits for nothing, and reads no clock. The pod
+// workers (package fakekubelet) apply its Actions; the prober there only records results, which
+// Compute reads. docs/fakekubelet.md describes the sync it plans.
+package podactions
