@@ -2,7 +2,8 @@
 // backoff and threshold that a component waits on is defined, so that a scenario switches all of
 // them together.
 //
-// Realistic carries the upstream Kubernetes 1.35 defaults. Fast keeps the same shapes scaled
+// Realistic carries upstream's defaults, the same in every supported Kubernetes release, and
+// Kueue's (upstream_test.go reads each from upstream's source). Fast keeps the same shapes scaled
 // down to whole seconds where the value reaches the API (timestamps there have a one-second
 // resolution), and shorter periods where it only paces internal work.
 //

@@ -79,7 +79,8 @@ type Profile struct {
 	RestartAllKillGrace time.Duration
 }
 
-// Realistic returns the upstream defaults of kube-controller-manager and the kubelet 1.35.
+// Realistic returns the upstream defaults of kube-controller-manager, kube-apiserver and the
+// kubelet (the same in 1.35, 1.36 and 1.37) and of Kueue's failure recovery.
 func Realistic() Profile {
 	return Profile{
 		Name:                    RealisticName,

@@ -40,44 +40,8 @@ func TestByName(t *testing.T) {
 	}
 }
 
-// The realistic profile is the upstream defaults (reference/job-and-node-controllers.md §1.1).
-func TestRealisticIsUpstream(t *testing.T) {
-	want := Profile{
-		Name:                    RealisticName,
-		JobSyncBatchPeriod:      time.Second,
-		JobPodFailureBackOff:    10 * time.Second,
-		JobPodFailureBackOffMax: 10 * time.Minute,
-
-		NodeLeaseDuration:         40 * time.Second,
-		NodeLeaseRenewInterval:    10 * time.Second,
-		NodeStatusReportFrequency: 5 * time.Minute,
-
-		NodeMonitorPeriod:      5 * time.Second,
-		NodeMonitorGracePeriod: 50 * time.Second,
-		NodeStartupGracePeriod: time.Minute,
-		NodeEvictionRate:       0.1,
-
-		// kube-apiserver's --default-*-toleration-seconds, podgc's gcCheckPeriod and
-		// quarantineTime, Kueue's default forcefulTerminationGracePeriod (reference §2.5, §3).
-		DefaultTolerationSeconds:      300 * time.Second,
-		PodGCPeriod:                   20 * time.Second,
-		PodGCQuarantine:               40 * time.Second,
-		KueueFailureRecoveryThreshold: time.Minute,
-
-		// kubelet.go initialCrashLoopBackOff, MaxContainerBackOff, the 600 s reset, and
-		// minimumGracePeriodInSeconds (reference §4.2, §3.3).
-		CrashLoopBackOff:      10 * time.Second,
-		CrashLoopBackOffMax:   300 * time.Second,
-		CrashLoopBackOffReset: 600 * time.Second,
-		RestartAllKillGrace:   2 * time.Second,
-	}
-	if diff := cmp.Diff(want, Realistic()); diff != "" {
-		t.Errorf("Realistic() (-want +got):\n%s", diff)
-	}
-}
-
 // Fast keeps the values the API shows in whole seconds: the API drops sub-second precision, so a
-// backoff below one second would vanish (reference §2.3).
+// backoff below one second would vanish.
 func TestFastKeepsWholeSeconds(t *testing.T) {
 	f := Fast()
 	for name, d := range map[string]time.Duration{
