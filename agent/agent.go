@@ -70,7 +70,7 @@ func bypassed(js *jobsetv1alpha2.JobSet) bool {
 	return js.Spec.FailurePolicy == nil || js.Spec.FailurePolicy.RestartStrategy != jobsetv1alpha2.InPlaceRestart
 }
 
-// Reconcile acts on one observed state of the agent's JobSet (reference §2.2): nil means it does
+// Reconcile acts on one observed state of the agent's JobSet (docs/jobset.md, "Agent"): nil means it does
 // not exist, and the agent waits. An error asks for a retry.
 func (a *Agent) Reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet) error {
 	if js == nil {

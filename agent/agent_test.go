@@ -45,8 +45,9 @@ func jobSet(strategy jobsetv1alpha2.JobSetRestartStrategy, current, previous *in
 	return js
 }
 
-// TestReconcile mirrors upstream's agent table (reference §4.2): exit code 123, probe
-// /barrier-is-down on 8081, one Reconcile per case.
+// TestReconcile mirrors upstream's agent table (TestReconcile in
+// cmd/in-place-restart-agent/main_test.go): exit code 123, probe /barrier-is-down on 8081, one
+// Reconcile per case.
 func TestReconcile(t *testing.T) {
 	const worker, sidecar = "W", "S"
 	for _, tc := range []struct {

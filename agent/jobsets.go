@@ -43,7 +43,7 @@ func newJobSetReader(cfg *rest.Config, namespace, name string) (*jobSetReader, e
 	return &jobSetReader{client: c, namespace: namespace, name: name}, nil
 }
 
-// observedJobSet is what the agent reads of its JobSet (reference §2.2: the disable annotation,
+// observedJobSet is what the agent reads of its JobSet (docs/jobset.md, "Agent": the disable annotation,
 // the failure policy's restart strategy, the two in-place attempts).
 type observedJobSet struct {
 	Metadata observedMeta   `json:"metadata"`

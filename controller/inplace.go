@@ -119,11 +119,12 @@ func updatePrevious(status *jobsetv1alpha2.JobSetStatus, attempts []int32) {
 	status.PreviousInPlaceRestartAttempt = &next
 }
 
-// reconcileInPlaceRestart is the in-place restart step of a reconcile (reference §2.1): fail a
-// JobSet over its maximum, set the current attempt when every pod agrees, else move the previous
-// attempt up so that the agents behind it restart their pods. failed: the JobSet is over its
-// maximum and is to fail with ReachedMaxRestarts; the status is then left as it was. (Whether the
-// status changed is the caller's comparison, made once for the whole reconcile.)
+// reconcileInPlaceRestart is the in-place restart step of a reconcile (upstream's
+// reconcileInPlaceRestart; docs/jobset.md, "Controller"): fail a JobSet over its maximum, set the
+// current attempt when every pod agrees, else move the previous attempt up so that the agents
+// behind it restart their pods. failed: the JobSet is over its maximum and is to fail with
+// ReachedMaxRestarts; the status is then left as it was. (Whether the status changed is the
+// caller's comparison, made once for the whole reconcile.)
 func reconcileInPlaceRestart(js *jobsetv1alpha2.JobSet, pods []corev1.Pod) (failed bool, err error) {
 	if maxContainerRestartCount(pods) > js.Spec.FailurePolicy.MaxRestarts {
 		return true, nil

@@ -162,7 +162,7 @@ func TestUpdateCurrentAndPrevious(t *testing.T) {
 	}
 }
 
-// TestReconcileInPlaceRestart mirrors upstream's table (reference §4.1).
+// TestReconcileInPlaceRestart mirrors upstream's table (pkg/controllers/in_place_restart_test.go).
 func TestReconcileInPlaceRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name        string

@@ -65,7 +65,7 @@ func ruleMatches(rule *jobsetv1alpha2.FailurePolicyRule, job *batchv1.Job, cond 
 	return len(rule.TargetReplicatedJobs) == 0 || slices.Contains(rule.TargetReplicatedJobs, job.Labels[jobsetv1alpha2.ReplicatedJobNameKey])
 }
 
-// failurePolicy decides what the failed Jobs mean (reference §3): without a failure policy the
+// failurePolicy decides what the failed Jobs mean (upstream's failure_policy.go): without a failure policy the
 // JobSet fails; else the first rule with a matching failed Job picks the action, and without one
 // the action is RestartJobSet. restartJob is the RestartJob gate: without it the per-Job actions
 // act as RestartJobSet.

@@ -140,7 +140,8 @@ func associatedPods(ctx context.Context, c client.Reader, js *jobsetv1alpha2.Job
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
-// Reconcile brings one JobSet a step towards its spec (reference §3, "Reconcile order").
+// Reconcile brings one JobSet a step towards its spec, in the order of upstream's reconcile
+// (docs/jobset.md, "Controller").
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var js jobsetv1alpha2.JobSet
 	if err := r.client.Get(ctx, req.NamespacedName, &js); err != nil {

@@ -36,9 +36,9 @@ const (
 	ValidatingPath = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
 )
 
-// Webhook defaults and validates JobSets as upstream JobSet's admission webhook does (reference
-// §1.6-1.7), and adds the check KEP-467 asked for and upstream never built: an InPlaceRestart
-// JobSet must carry the in-place-restart agent.
+// Webhook defaults and validates JobSets as upstream JobSet's admission webhook does (its Default
+// and ValidateCreate in pkg/webhooks/jobset_webhook.go), and adds the check KEP-467 asked for and
+// upstream never built: an InPlaceRestart JobSet must carry the in-place-restart agent.
 type Webhook struct {
 	// Gates are JobSet's feature gates.
 	Gates FeatureGates
@@ -221,7 +221,7 @@ func (w *Webhook) ValidateCreate(_ context.Context, js *jobsetv1alpha2.JobSet) (
 }
 
 // validateInPlaceRestart checks what in-place restart needs of every replicated Job: upstream's
-// Job settings (§1.6), and restartbed's agent check.
+// Job settings (upstream's ValidateCreate), and restartbed's agent check.
 func validateInPlaceRestart(js *jobsetv1alpha2.JobSet) (field.ErrorList, admission.Warnings) {
 	var errs field.ErrorList
 	var warnings admission.Warnings

@@ -33,7 +33,8 @@ func validInPlace() *jobsetv1alpha2.JobSet {
 	}}
 }
 
-// TestValidateCreateInPlaceRestart mirrors upstream's inPlaceRestartTests (reference §4.3).
+// TestValidateCreateInPlaceRestart mirrors upstream's inPlaceRestartTests
+// (pkg/webhooks/jobset_webhook_test.go).
 func TestValidateCreateInPlaceRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

@@ -92,7 +92,7 @@ func (k *Kubelet) nodeNamed(name string) *node { return k.byName[name] }
 
 // RestartKubelet restarts a node's kubelet: its in-memory state (status cache, crash-loop
 // backoff, reason cache, probe results) is lost, its containers keep running, and it resumes
-// from the pod statuses in the API (reference §3.4).
+// from the pod statuses in the API (docs/reference/kubelet.md, "What it keeps and what it does not").
 func (k *Kubelet) RestartKubelet(name string) error {
 	n, err := k.node(name)
 	if err != nil {

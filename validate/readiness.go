@@ -24,7 +24,7 @@ var rules = restart.Rules{RestartAll: true}
 // JobSet must be running and have reported its attempt before any barrier lifts.
 const minProbeBudget = 60
 
-// agentPermissions are what the agent does with the API (reference §2.2): it patches its own pod's
+// agentPermissions are what the agent does with the API (docs/jobset.md, "Agent"): it patches its own pod's
 // attempt annotation and watches its JobSet.
 var agentPermissions = []struct{ group, resource, verb, why string }{
 	{"", "pods", "patch", "to record its restart attempt on its pod"},

@@ -21,7 +21,7 @@ type PhaseInput struct {
 }
 
 // Phase computes the pod phase from container statuses as the 1.35 kubelet's getPhase does with
-// the container-restart-rules gate on (reference §4.1); a RestartAllContainers rule match counts
+// the container-restart-rules gate on (docs/reference/kubelet.md, "Phase"); a RestartAllContainers rule match counts
 // as restartable when that gate is on.
 func (r Rules) Phase(in PhaseInput) corev1.PodPhase {
 	var pendingInit, failedInitNotRestartable, pendingSidecar int

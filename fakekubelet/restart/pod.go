@@ -8,7 +8,7 @@ import (
 
 // ShouldStart reports whether the kubelet (re)starts container c now, given the runtime's
 // instances: never for a pod being deleted; always when c has no instance; never while its
-// newest instance runs; else as its exit and the restart rules decide (reference §2.2).
+// newest instance runs; else as its exit and the restart rules decide (docs/reference/kubelet.md, "Deciding a restart").
 func (r Rules) ShouldStart(c *corev1.Container, pod *corev1.Pod, rt *container.PodStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
@@ -23,7 +23,7 @@ func (r Rules) ShouldStart(c *corev1.Container, pod *corev1.Pod, rt *container.P
 	return r.ShouldRestart(c, pod.Spec.RestartPolicy, latest.ExitCode)
 }
 
-// ShouldRestartAll reports whether the pod is in a RestartAllContainers (reference §3.1): the
+// ShouldRestartAll reports whether the pod is in a RestartAllContainers (docs/reference/kubelet.md, "The trigger"): the
 // API status says so, or the newest instance of some init or regular container exited with a
 // code whose first matching rule restarts all containers, or the API shows such an exit.
 func (r Rules) ShouldRestartAll(pod *corev1.Pod, rt *container.PodStatus, api *corev1.PodStatus) bool {

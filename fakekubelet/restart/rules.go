@@ -8,7 +8,7 @@ import (
 
 // Rules decides, for one kubelet with the restart gates it runs with, what a container's
 // exit means: the container-level restart policy and rules of KEP-5307 and the
-// RestartAllContainers action of KEP-5532 (reference §2.1, §3.1).
+// RestartAllContainers action of KEP-5532 (docs/reference/kubelet.md, "Deciding a restart").
 //
 // Upstream's helpers for this (k8s.io/kubernetes/pkg/api/v1/pod) read the process-wide feature
 // gate; restartbed runs clusters with different gates in one process, so it decides here, with

@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Container builders for the tables: the shapes of the reference's examples.
+// Container builders for the tables: the shapes of docs/reference/kubelet.md's sequences.
 func ctr(name string, policy *corev1.ContainerRestartPolicy, rules ...corev1.ContainerRestartRule) corev1.Container {
 	return corev1.Container{Name: name, RestartPolicy: policy, RestartPolicyRules: rules}
 }
@@ -53,7 +53,7 @@ func waitingAfterS(name, reason string, lastCode int32, lastReason string) corev
 	return s
 }
 
-// restartedAll is a container's status right after a RestartAllContainers cleanup (§3.3, Sync C).
+// restartedAll is a container's status right after a RestartAllContainers cleanup (docs/reference/kubelet.md, "Sync by sync", Cleaned).
 func restartedAll(name string) corev1.ContainerStatus {
 	return waitingAfterS(name, ReasonRestartingAllContainers, 137, ReasonRestartingAllContainers)
 }
@@ -98,7 +98,7 @@ func TestShouldRestart(t *testing.T) {
 }
 
 func TestPhase(t *testing.T) {
-	// The pod of sequence A (§3.6): init, sidecar, a RestartAllContainers source and a regular.
+	// The pod of sequence A: init, sidecar, a RestartAllContainers source and a regular.
 	seqA := corev1.PodSpec{
 		RestartPolicy:  corev1.RestartPolicyNever,
 		InitContainers: []corev1.Container{ctr("init", nil), ctr("sidecar", always)},

@@ -16,7 +16,7 @@ import (
 )
 
 // Container state reasons and messages the kubelet writes itself (the runtime's are in package
-// runtime); reference §4.4.
+// runtime); docs/reference/kubelet.md, "Status formats".
 const (
 	ReasonContainerCreating      = "ContainerCreating"
 	ReasonPodInitializing        = "PodInitializing"
@@ -27,7 +27,7 @@ const (
 	messageStatusUnknown = "The container could not be located when the pod was deleted.  The container used to be Running"
 )
 
-// Pod condition reasons and messages, reference §3.2 and §4.4.
+// Pod condition reasons and messages (docs/reference/kubelet.md, "The condition", "Status formats").
 const (
 	ReasonUnknownContainerStatuses    = "UnknownContainerStatuses"
 	ReasonPodCompleted                = "PodCompleted"
@@ -83,8 +83,8 @@ type Input struct {
 }
 
 // Generate computes the pod status the 1.35 kubelet publishes for the input (its
-// generateAPIPodStatus and the status manager's normalization): container statuses (§3.5),
-// phase (§4.1), conditions in the kubelet's order with its reasons and messages (§3.2, §4.4),
+// generateAPIPodStatus and the status manager's normalization): container statuses (restart
+// counts and lastState), phase, conditions in the kubelet's order with its reasons and messages,
 // IPs, QoS class and start time.
 func Generate(in Input) corev1.PodStatus {
 	pod := in.Pod
@@ -298,7 +298,7 @@ func (g *generator) containerStatuses(containers []corev1.Container, previous []
 	return out
 }
 
-// applyProbes sets started and ready as the kubelet's probe manager does (reference §4.3).
+// applyProbes sets started and ready as the kubelet's probe manager does (docs/reference/kubelet.md, "Start order and startup probes").
 func (g *generator) applyProbes(containers []corev1.Container, statuses []corev1.ContainerStatus, isInit bool) {
 	for i := range containers {
 		c := &containers[i]
@@ -504,8 +504,8 @@ func (g *generator) podReady(containersReady corev1.PodCondition, conds []corev1
 	return cond
 }
 
-// restartingAll is the AllContainersRestarting condition (reference §3.2); it carries no
-// observedGeneration (quirk Q7).
+// restartingAll is the AllContainersRestarting condition (docs/reference/kubelet.md, "The
+// condition"); it carries no observedGeneration, as upstream's does not.
 func (g *generator) restartingAll(phase corev1.PodPhase) corev1.PodCondition {
 	cond := corev1.PodCondition{Type: corev1.AllContainersRestarting, Status: corev1.ConditionFalse}
 	switch {

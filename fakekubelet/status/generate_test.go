@@ -41,7 +41,7 @@ func rac(codes ...int32) []corev1.ContainerRestartRule {
 		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: codes}}}
 }
 
-// summary renders what the reference's tables talk about, one line per item.
+// summary renders what docs/reference/kubelet.md's sequences talk about, one line per item.
 func summary(s corev1.PodStatus) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "phase %s\n", s.Phase)
@@ -88,7 +88,7 @@ func run(t *testing.T, pod *corev1.Pod, steps []step) {
 	}
 }
 
-// TestSequenceA replays reference §3.6 sequence A.
+// TestSequenceA replays sequence A (docs/reference/kubelet.md, "Status sequences").
 func TestSequenceA(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
@@ -183,8 +183,8 @@ init Running last=- rc=1 ready=false started=true id=i2
 sidecar Waiting(PodInitializing) last=Terminated(137,RestartingAllContainers) rc=1 ready=false started=false id=
 regular Waiting(PodInitializing) last=Terminated(137,RestartingAllContainers) rc=1 ready=false started=false id=
 source-container Waiting(PodInitializing) last=Terminated(137,RestartingAllContainers) rc=1 ready=false started=false id=`},
-		// The reference's table shows Pending here; its own getPhase (§4.1) gives Running once the
-		// sidecar has started and no regular init container is pending, and restartbed follows getPhase.
+		// getPhase gives Running once the sidecar has started and no regular init container is
+		// pending: the waiting containers' last state is the cleanup's, which counts as restartable.
 		{"S7 sidecar again", newest(running("sidecar", 0, "s2"), exited("init", 0, 0, "i2")), `
 phase Running
 PodReadyToStartContainers=True "" ""
@@ -274,7 +274,7 @@ source-container Waiting(PodInitializing) last=Terminated(137,RestartingAllConta
 
 type backoffReasons map[string]Waiting
 
-// TestIndividualRestart replays reference §2.4 (I1-I5).
+// TestIndividualRestart replays an individual restart (docs/reference/kubelet.md, "Status sequences").
 func TestIndividualRestart(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
@@ -339,7 +339,7 @@ func TestTransitionTimesAndStartTimeStay(t *testing.T) {
 	}
 }
 
-// TestSequenceB replays reference §3.6 sequence B: an init container is the source.
+// TestSequenceB replays sequence B: an init container is the source.
 func TestSequenceB(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
@@ -401,7 +401,7 @@ regular Running last=- rc=0 ready=true started=true id=r1`},
 	})
 }
 
-// TestSequenceC replays reference sequence C and quirk Q6: a source that had restarted on its
+// TestSequenceC replays sequence C and the lagging restart count: a source that had restarted on its
 // own, and a crash-loop restart after the group restart that does not raise the API count. From
 // 1.36 the restarted containers keep the cleanup's termination as their lastState until a
 // previous instance replaces it (release.Kubelet.CarriesLastStateAcrossRestartAll).

@@ -73,7 +73,7 @@ func ready(ctx context.Context, ns, name string) func(Gomega) {
 }
 
 var _ = Describe("The agent as a builtin program", func() {
-	It("holds the workers until every pod reports the attempt, and restarts the group in place on a failure (§2.3)", func(ctx context.Context) {
+	It("holds the workers until every pod reports the attempt, and restarts the group in place on a failure", func(ctx context.Context) {
 		ns := specs.NewNamespace(ctx, cluster)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := inPlaceJobSet(ns, "train")

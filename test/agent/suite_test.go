@@ -1,5 +1,5 @@
 // Package agent is the envtest suite of the in-place-restart agent running as the fake kubelet's
-// builtin program, with the spec playing the JobSet controller's part (reference §2.3).
+// builtin program, with the spec playing the JobSet controller's part (docs/jobset.md, "A group restart, end to end").
 package agent
 
 import (

@@ -112,7 +112,7 @@ var _ = Describe("InPlaceRestart", func() {
 		Expect(js.Status.Restarts).To(BeZero(), "an in-place restart is not a JobSet restart")
 	})
 
-	It("converges with a replacement pod when a pod is deleted outright (reference §2.3)", func(ctx context.Context) {
+	It("converges with a replacement pod when a pod is deleted outright", func(ctx context.Context) {
 		ns := specs.NewNamespace(ctx, cluster)
 		specs.ApplyAgentRBAC(ctx, cluster.Client, ns)
 		js := sidecarModeJobSet(ns, "lost", 2, 3)

@@ -51,7 +51,7 @@ var _ = Describe("The JobSet admission webhook", func() {
 	var ns string
 	BeforeEach(func(ctx context.Context) { ns = specs.NewNamespace(ctx, cluster) })
 
-	// Upstream's TestValidateCreate, group inPlaceRestartTests (reference §4.3), against the real
+	// Upstream's TestValidateCreate, group inPlaceRestartTests (pkg/webhooks/jobset_webhook_test.go), against the real
 	// apiserver: 422 Invalid with upstream's messages.
 	DescribeTable("rejects an InPlaceRestart JobSet whose Jobs cannot restart in place",
 		func(ctx context.Context, mutate func(*batchv1.JobSpec), want string) {

@@ -30,7 +30,7 @@ var _ = Describe("Crash-loop backoff in realistic timing", Ordered, func() {
 			Nodes: []fakekubelet.NodePool{{Name: "slow", Count: 1}}})
 	}, NodeTimeout(specs.StartTimeout))
 
-	It("restarts at once, then after 10 s, then after 20 s, showing CrashLoopBackOff in between (§4.2)", func(ctx context.Context) {
+	It("restarts at once, then after 10 s, then after 20 s, showing CrashLoopBackOff in between", func(ctx context.Context) {
 		ns := specs.NewNamespace(ctx, realistic)
 		pod := builders.MakePod("crasher", ns).RestartPolicy(corev1.RestartPolicyAlways).
 			Container(builders.MakeContainer("main").Shell("sleep 1; exit 1").Obj()).Obj()

@@ -137,7 +137,7 @@ var _ = Describe("Pod lifecycle under faults", func() {
 		Expect(strings.TrimSpace(out)).To(Equal("downward " + p.Status.PodIP + " " + p.Spec.NodeName + " 3 downward at 3"))
 	})
 
-	It("continues a startup after a kubelet restart in the middle of it (§3.4)", func(ctx context.Context) {
+	It("continues a startup after a kubelet restart in the middle of it", func(ctx context.Context) {
 		pod := builders.MakePod("restart-startup", ns).EmptyDir("data").
 			InitContainer(builders.MakeContainer("slow-init").Shell("sleep 2").Obj()).
 			Container(builders.MakeContainer("main").Shell("sleep 3600").Obj()).Obj()

@@ -61,7 +61,7 @@ var _ = Describe("Pod lifecycle", func() {
 	var ns string
 	BeforeEach(func(ctx context.Context) { ns = newNamespace(ctx) })
 
-	It("restarts a container by its rule, backs off the next crash and fails the pod on an exit no rule restarts (§2.4)", func(ctx context.Context) {
+	It("restarts a container by its rule, backs off the next crash and fails the pod on an exit no rule restarts", func(ctx context.Context) {
 		pod := builders.MakePod("single", ns).Container(builders.MakeContainer("main").
 			RestartPolicy(corev1.ContainerRestartPolicyNever).
 			OnExitCodes(corev1.ContainerRestartRuleActionRestart, in, 42).Obj()).Obj()
@@ -109,7 +109,7 @@ var _ = Describe("Pod lifecycle", func() {
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 
-	It("restarts all containers in place: sequence A (§3.6)", func(ctx context.Context) {
+	It("restarts all containers in place: sequence A", func(ctx context.Context) {
 		pod := builders.MakePod("seq-a", ns).
 			InitContainer(builders.MakeContainer("init").Shell("exit 0").Obj()).
 			InitContainer(builders.MakeContainer("sidecar").RestartPolicy(corev1.ContainerRestartPolicyAlways).Shell("sleep 3600").Obj()).
@@ -148,7 +148,7 @@ var _ = Describe("Pod lifecycle", func() {
 			Expect(lastState(cs)).To(Equal("Terminated(137,RestartingAllContainers)"), name)
 			Expect(cs.RestartCount).To(BeEquivalentTo(1), name)
 		}
-		Expect(specs.ContainerStatus(p, "init").Ready).To(BeTrue(), "quirk Q4: a completed init container stays ready")
+		Expect(specs.ContainerStatus(p, "init").Ready).To(BeTrue(), "a completed init container stays ready (a quirk of upstream's)")
 		Expect(specs.Condition(p, corev1.PodReady).Message).To(Equal("containers with unready status: [sidecar source-container regular]"))
 
 		// From 1.36 the restarted containers keep the cleanup's termination as their lastState.
@@ -179,7 +179,7 @@ var _ = Describe("Pod lifecycle", func() {
 		}
 	})
 
-	It("restarts all containers from an init container source: sequence B (§3.6)", func(ctx context.Context) {
+	It("restarts all containers from an init container source: sequence B", func(ctx context.Context) {
 		pod := builders.MakePod("seq-b", ns).EmptyDir("data").
 			InitContainer(builders.MakeContainer("sidecar").RestartPolicy(corev1.ContainerRestartPolicyAlways).Shell("sleep 3600").Obj()).
 			InitContainer(builders.MakeContainer("init").Shell("exit 0").Obj()).
@@ -218,7 +218,7 @@ var _ = Describe("Pod lifecycle", func() {
 		Expect(h.Latest().Status.Phase).To(Equal(corev1.PodRunning))
 	})
 
-	It("restarts all containers after the source restarted on its own: sequence C (§3.6)", func(ctx context.Context) {
+	It("restarts all containers after the source restarted on its own: sequence C", func(ctx context.Context) {
 		pod := builders.MakePod("seq-c", ns).RestartPolicy(corev1.RestartPolicyAlways).
 			Container(builders.MakeContainer("source-container").RestartPolicy(corev1.ContainerRestartPolicyAlways).
 				OnExitCodes(rac, in, 42).Shell("sleep 3600").Obj()).
@@ -243,7 +243,7 @@ var _ = Describe("Pod lifecycle", func() {
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 
-	It("fails a pod with restartPolicy Always whose containers' own policies let them stop (§2.3)", func(ctx context.Context) {
+	It("fails a pod with restartPolicy Always whose containers' own policies let them stop", func(ctx context.Context) {
 		pod := builders.MakePod("always-fails", ns).RestartPolicy(corev1.RestartPolicyAlways).
 			Container(builders.MakeContainer("done").RestartPolicy(corev1.ContainerRestartPolicyOnFailure).Shell("exit 0").Obj()).
 			Container(builders.MakeContainer("broken").RestartPolicy(corev1.ContainerRestartPolicyNever).Shell("exit 1").Obj()).Obj()
@@ -343,7 +343,7 @@ var _ = Describe("Pod lifecycle", func() {
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 
-	It("finishes a RestartAllContainers cleanup after a kubelet restart in the middle of it (§3.4)", func(ctx context.Context) {
+	It("finishes a RestartAllContainers cleanup after a kubelet restart in the middle of it", func(ctx context.Context) {
 		pod := builders.MakePod("kubelet-restart", ns).
 			Container(builders.MakeContainer("source").RestartPolicy(corev1.ContainerRestartPolicyNever).OnExitCodes(rac, in, 42).Shell("sleep 3600").Obj()).
 			Container(builders.MakeContainer("a").Shell("sleep 3600").Obj()).
