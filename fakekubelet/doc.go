@@ -7,11 +7,11 @@
 // It talks only to the apiserver; it never calls a controller, and nothing a pod spec says
 // reaches the host.
 //
-// This package holds the nodes and their partitions (nodes.go, partition.go), the pod workers
-// that apply each sync's plan (pods.go), the prober that records probe results (probes.go),
-// events and fault injection. What can be decided or run on its own lives in subpackages, each
-// importing only those listed before it: container (snapshots of a pod's containers), release
-// (what each release does differently), restart (restart rules, phase), status (status
-// generation and publication), podactions (the plan of one sync); vfs, shell, program and
-// runtime run the containers.
+// This package holds the pod workers that apply each sync's plan (pods.go), the prober that
+// records probe results (probes.go), the pods' view of a partition (partition.go), events and
+// fault injection. What can be decided or run on its own lives in subpackages, each importing
+// only those listed before it: container (snapshots of a pod's containers), release (what each
+// release does differently), restart (restart rules, phase), status (status generation and
+// publication), podactions (the plan of one sync); vfs, shell, program and runtime run the
+// containers; nodes registers the nodes, keeps their Leases and status, and partitions them.
 package fakekubelet

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/restartbed/restartbed/fakekubelet/nodes"
 )
 
 // This file is the kubelet's fault-injection API: what scenario steps and tests do to pods and
@@ -20,7 +22,7 @@ func (k *Kubelet) pod(namespace, name string) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("pod %s/%s: not found", namespace, name)
 	}
 	pod := obj.(*corev1.Pod)
-	if k.pods.nodes[pod.Spec.NodeName] == nil {
+	if k.pods.nodes.Get(pod.Spec.NodeName) == nil {
 		return nil, fmt.Errorf("pod %s/%s is not bound to a node of this kubelet", namespace, name)
 	}
 	return pod, nil
@@ -80,15 +82,12 @@ func (k *Kubelet) Logs(namespace, name, container string) (string, error) {
 }
 
 // node returns the named node of this kubelet.
-func (k *Kubelet) node(name string) (*node, error) {
-	if n := k.nodeNamed(name); n != nil {
+func (k *Kubelet) node(name string) (*nodes.Node, error) {
+	if n := k.nodes.Get(name); n != nil {
 		return n, nil
 	}
-	return nil, fmt.Errorf("node %q is not one of this kubelet's (%d nodes)", name, len(k.nodes))
+	return nil, fmt.Errorf("node %q is not one of this kubelet's (%d nodes)", name, len(k.nodes.All()))
 }
-
-// nodeNamed returns the named node of this kubelet, or nil.
-func (k *Kubelet) nodeNamed(name string) *node { return k.byName[name] }
 
 // RestartKubelet restarts a node's kubelet: its in-memory state (status cache, crash-loop
 // backoff, reason cache, probe results) is lost, its containers keep running, and it resumes
@@ -98,7 +97,7 @@ func (k *Kubelet) RestartKubelet(name string) error {
 	if err != nil {
 		return err
 	}
-	if n.partitioned() {
+	if n.Partitioned() {
 		return fmt.Errorf("node %s is partitioned: a kubelet restarted now could not read its pods; recover the node first", name)
 	}
 	k.resync(n)
@@ -106,8 +105,8 @@ func (k *Kubelet) RestartKubelet(name string) error {
 }
 
 // resync forgets the in-memory state of the node's pods and syncs them again.
-func (k *Kubelet) resync(n *node) {
-	for _, pod := range k.pods.onNode(n.name) {
+func (k *Kubelet) resync(n *nodes.Node) {
+	for _, pod := range k.pods.onNode(n.Name()) {
 		k.pods.forgetState(pod.UID)
 		k.status.Forget(pod.UID)
 		k.pods.queue.Add(pod.UID)

@@ -3,12 +3,11 @@ package fakekubelet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sync"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
@@ -29,17 +29,12 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/status"
 )
 
-// apiWorkers bounds the kubelet's concurrent writes of one kind (registrations, lease renewals),
-// so a large cluster queues its writes instead of opening thousands of requests at once.
-const apiWorkers = 16
-
 // Kubelet emulates the kubelets of every node of a cluster, and its scheduler.
 type Kubelet struct {
 	opts   Options
 	client kubernetes.Interface
 	clock  clock.WithTicker
-	nodes  []*node
-	byName map[string]*node
+	nodes  *nodes.Set
 	// nodeLister reads the nodes as the API has them (the informer's view).
 	nodeLister corelisters.NodeLister
 	pods       *pods
@@ -71,25 +66,33 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: Options.KubeletVersion: %w", err)
 	}
-	k := &Kubelet{opts: opts, client: client, clock: opts.Clock, programs: programs, release: rel, byName: map[string]*node{}}
+	var specs []nodes.Spec
 	for _, pool := range opts.Pools {
+		labels := maps.Clone(pool.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[PoolLabel] = pool.Name
+		capacity := DefaultCapacity()
+		maps.Copy(capacity, pool.Capacity)
 		for i := range pool.Count {
-			n := &node{name: pool.NodeName(i), index: len(k.nodes)}
-			k.nodes = append(k.nodes, n)
-			k.byName[n.name] = n
+			specs = append(specs, nodes.Spec{Name: pool.NodeName(i), Labels: labels, Capacity: capacity, Taints: pool.Taints})
 		}
 	}
-	if len(k.nodes) > maxNodes {
-		return nil, fmt.Errorf("fakekubelet: %d nodes requested; the address plan numbers at most %d", len(k.nodes), maxNodes)
+	set, err := nodes.New(nodes.Options{Client: client, Clock: opts.Clock, Timing: opts.Timing, KubeletVersion: opts.KubeletVersion,
+		DeclaredFeatures: opts.DeclaredFeatures, Nodes: specs})
+	if err != nil {
+		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
-	return k, nil
+	return &Kubelet{opts: opts, client: client, clock: opts.Clock, programs: programs, release: rel, nodes: set}, nil
 }
 
 // NodeNames lists the nodes in registration order.
 func (k *Kubelet) NodeNames() []string {
-	names := make([]string, len(k.nodes))
-	for i, n := range k.nodes {
-		names[i] = n.name
+	all := k.nodes.All()
+	names := make([]string, len(all))
+	for i, n := range all {
+		names[i] = n.Name()
 	}
 	return names
 }
@@ -107,17 +110,7 @@ func (k *Kubelet) Start(ctx context.Context) error {
 }
 
 func (k *Kubelet) start(startCtx, ctx context.Context) error {
-	g, gctx := errgroup.WithContext(startCtx)
-	g.SetLimit(apiWorkers)
-	i := 0
-	for _, pool := range k.opts.Pools {
-		for range pool.Count {
-			n := k.nodes[i]
-			i++
-			g.Go(func() error { return k.register(gctx, pool, n) })
-		}
-	}
-	if err := g.Wait(); err != nil {
+	if err := k.nodes.Register(startCtx); err != nil {
 		return err
 	}
 
@@ -125,8 +118,8 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	// most of the cache's memory at thousands of pods.
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0, informers.WithTransform(crcache.TransformStripManagedFields()))
 	k.events = newEvents(ctx, k.client, func(name string) bool {
-		n := k.nodeNamed(name)
-		return n != nil && n.partitioned()
+		n := k.nodes.Get(name)
+		return n != nil && n.Partitioned()
 	})
 	k.nodeLister = factory.Core().V1().Nodes().Lister()
 	if err := k.newPods(ctx, factory); err != nil {
@@ -144,56 +137,8 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	}
 	k.wg.Go(func() { k.status.Run(ctx, StatusWorkers) })
 	k.wg.Go(func() { k.pods.run(ctx) })
-	k.wg.Go(func() { k.heartbeat(ctx) })
+	k.wg.Go(func() { k.nodes.Heartbeat(ctx, k.nodeLister) })
 	return nil
-}
-
-// heartbeat renews every node's Lease each renew interval and re-posts node status each report
-// period, from one goroutine for all nodes.
-func (k *Kubelet) heartbeat(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	renew := k.clock.NewTicker(k.opts.Timing.NodeLeaseRenewInterval)
-	defer renew.Stop()
-	report := k.clock.NewTicker(k.opts.Timing.NodeStatusReportFrequency)
-	defer report.Stop()
-	for {
-		var write func(context.Context, *node) error
-		select {
-		case <-ctx.Done():
-			return
-		case <-renew.C():
-			now := metav1.NewMicroTime(k.clock.Now())
-			write = func(ctx context.Context, n *node) error { return renewLease(ctx, k.client, n.name, now) }
-		case <-report.C():
-			now := metav1.NewTime(k.clock.Now())
-			write = func(ctx context.Context, n *node) error {
-				return postStatus(ctx, k.client, n.name, k.apiNode(n.name), now)
-			}
-		}
-		var g errgroup.Group
-		g.SetLimit(apiWorkers)
-		for _, n := range k.nodes {
-			if n.partitioned() {
-				continue
-			}
-			g.Go(func() error {
-				if err := write(ctx, n); err != nil && ctx.Err() == nil {
-					logger.Error(err, "Heartbeat failed", "node", klog.KRef("", n.name))
-				}
-				return nil
-			})
-		}
-		_ = g.Wait()
-	}
-}
-
-// apiNode returns the node as the informer last saw it, or nil.
-func (k *Kubelet) apiNode(name string) *corev1.Node {
-	n, err := k.nodeLister.Get(name)
-	if err != nil {
-		return nil
-	}
-	return n
 }
 
 // Stop stops the heartbeats and the pod workers, kills every container process and
@@ -228,7 +173,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p := &pods{client: k.client, clock: k.clock, timing: k.opts.Timing, rules: rules, events: k.events,
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
-		nodes: k.byName, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
+		nodes: k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
 		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release}
 	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules, Held: p.cutOff})
 	if err != nil {
@@ -247,8 +192,8 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
 		ConfigFor: func(pod *corev1.Pod) *rest.Config {
 			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)
-			if n := p.nodes[pod.Spec.NodeName]; n != nil {
-				cfg.Wrap(n.network) // a partition cuts the pod's programs off too
+			if n := p.nodes.Get(pod.Spec.NodeName); n != nil {
+				cfg.Wrap(n.Network) // a partition cuts the pod's programs off too
 			}
 			return cfg
 		},

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/restartbed/restartbed/fakekubelet/nodes"
 )
 
 // This file is the network partition of a node (FailNode, RecoverNode). A partitioned kubelet is
@@ -34,7 +33,7 @@ func (p *pods) view(uid types.UID) (pod *corev1.Pod, unseen bool) {
 	}
 	pod = p.lookup(uid)
 	if pod != nil {
-		if n := p.nodes[pod.Spec.NodeName]; n != nil && n.partitioned() {
+		if n := p.nodes.Get(pod.Spec.NodeName); n != nil && n.Partitioned() {
 			return nil, true
 		}
 	}
@@ -61,7 +60,7 @@ func (p *pods) onNode(name string) []*corev1.Pod {
 }
 
 // startedNode returns the named node and the pod workers, once the kubelet has started.
-func (k *Kubelet) startedNode(name string) (*node, *pods, error) {
+func (k *Kubelet) startedNode(name string) (*nodes.Node, *pods, error) {
 	n, err := k.node(name)
 	if err != nil {
 		return nil, nil, err
@@ -81,13 +80,13 @@ func (k *Kubelet) FailNode(name string) error {
 	}
 	p.frozenMu.Lock()
 	defer p.frozenMu.Unlock()
-	if n.partitioned() {
+	if n.Partitioned() {
 		return fmt.Errorf("node %s is already partitioned", name)
 	}
 	for _, pod := range p.onNode(name) {
 		p.frozen[pod.UID] = pod // informer objects are never modified; this one is the kubelet's from now on
 	}
-	n.cutOff.Store(true)
+	n.Partition()
 	return nil
 }
 
@@ -102,7 +101,7 @@ func (k *Kubelet) RecoverNode(ctx context.Context, name string) error {
 		return err
 	}
 	p.frozenMu.Lock()
-	if !n.partitioned() {
+	if !n.Partitioned() {
 		p.frozenMu.Unlock()
 		return fmt.Errorf("node %s is not partitioned", name)
 	}
@@ -113,14 +112,10 @@ func (k *Kubelet) RecoverNode(ctx context.Context, name string) error {
 			delete(p.frozen, uid)
 		}
 	}
-	n.cutOff.Store(false)
+	n.Reconnect()
 	p.frozenMu.Unlock()
 
-	now := k.clock.Now()
-	if err := renewLease(ctx, k.client, name, metav1.NewMicroTime(now)); err != nil {
-		return fmt.Errorf("renewing the lease of node %s: %w", name, err)
-	}
-	if err := postStatus(ctx, k.client, name, k.apiNode(name), metav1.NewTime(now)); err != nil {
+	if err := k.nodes.Reconnected(ctx, n, k.nodeLister); err != nil {
 		return err
 	}
 	for _, pod := range p.onNode(name) {
@@ -131,45 +126,4 @@ func (k *Kubelet) RecoverNode(ctx context.Context, name string) error {
 		p.queue.Add(uid) // those gone from the API meanwhile are torn down
 	}
 	return nil
-}
-
-// network wraps the transport of a pod's programs: while the node is partitioned, requests fail
-// as on an unreachable network and open responses (watches) break at their next read.
-func (n *node) network(rt http.RoundTripper) http.RoundTripper {
-	return partitionedTransport{node: n, next: rt}
-}
-
-type partitionedTransport struct {
-	node *node
-	next http.RoundTripper
-}
-
-func (t partitionedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.node.partitioned() {
-		return nil, t.node.unreachable(req.URL.Host)
-	}
-	resp, err := t.next.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = &partitionedBody{ReadCloser: resp.Body, node: t.node, host: req.URL.Host}
-	return resp, nil
-}
-
-func (n *node) unreachable(host string) error {
-	return fmt.Errorf("dial tcp %s: connect: network is unreachable (restartbed: node %s is partitioned)", host, n.name)
-}
-
-type partitionedBody struct {
-	io.ReadCloser
-	node *node
-	host string
-}
-
-func (b *partitionedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if b.node.partitioned() {
-		return 0, b.node.unreachable(b.host)
-	}
-	return n, err
 }

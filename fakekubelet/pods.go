@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/podactions"
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
@@ -65,7 +66,7 @@ type pods struct {
 	status   *status.Manager
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedDelayingInterface[types.UID]
-	nodes    map[string]*node
+	nodes    *nodes.Set
 	events   *events
 
 	mu     sync.Mutex
@@ -88,7 +89,7 @@ func (p *pods) onPod(obj any) {
 		obj = tomb.Obj
 	}
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || p.nodes[pod.Spec.NodeName] == nil {
+	if !ok || p.nodes.Get(pod.Spec.NodeName) == nil {
 		return
 	}
 	p.queue.Add(pod.UID)
@@ -140,21 +141,21 @@ func (p *pods) allocateIP(pod *corev1.Pod) (netip.Addr, error) {
 	if a, ok := p.podIP[pod.UID]; ok {
 		return a.ip, nil
 	}
-	n := p.nodes[pod.Spec.NodeName]
-	used := p.ips[n.name]
+	n := p.nodes.Get(pod.Spec.NodeName)
+	used := p.ips[n.Name()]
 	if used == nil {
 		used = map[netip.Addr]types.UID{}
-		p.ips[n.name] = used
+		p.ips[n.Name()] = used
 	}
-	cidr := podCIDR(n.index)
+	cidr := n.PodCIDR()
 	for ip := cidr.Addr().Next().Next(); cidr.Contains(ip); ip = ip.Next() {
 		if _, taken := used[ip]; !taken && ip.As4()[3] != 255 {
 			used[ip] = pod.UID
-			p.podIP[pod.UID] = podAddress{node: n.name, ip: ip}
+			p.podIP[pod.UID] = podAddress{node: n.Name(), ip: ip}
 			return ip, nil
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("node %s has no free pod IP in %s", n.name, cidr)
+	return netip.Addr{}, fmt.Errorf("node %s has no free pod IP in %s", n.Name(), cidr)
 }
 
 func (p *pods) releaseIP(uid types.UID) {
@@ -201,7 +202,7 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		p.releaseIP(uid)
 		return nil
 	}
-	n := p.nodes[pod.Spec.NodeName]
+	n := p.nodes.Get(pod.Spec.NodeName)
 	if n == nil {
 		return nil
 	}
@@ -222,7 +223,7 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 
 // input gathers what the pod's sync reads: the runtime's and the status manager's views of the
 // pod and the kubelet's memory of it.
-func (p *pods) input(pod *corev1.Pod, st *podState, n *node) podactions.Input {
+func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node) podactions.Input {
 	var rt *container.PodStatus
 	if s, ok := p.rt.Status(pod.UID); ok {
 		rt = &s
@@ -231,7 +232,7 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *node) podactions.Input {
 	if !ok {
 		old = *pod.Status.DeepCopy()
 	}
-	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: internalIP(n.index).String(), Rules: p.rules,
+	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: n.InternalIP().String(), Rules: p.rules,
 		Release: p.release, Probes: st, Reasons: st.reasons, Backoff: st.backoff, Stopping: st.stopIssued,
 		ShutdownSince: st.shutdownSince, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
 }
@@ -307,8 +308,8 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 }
 
 func (p *pods) hostIP(pod *corev1.Pod) string {
-	if n := p.nodes[pod.Spec.NodeName]; n != nil {
-		return internalIP(n.index).String()
+	if n := p.nodes.Get(pod.Spec.NodeName); n != nil {
+		return n.InternalIP().String()
 	}
 	return ""
 }

@@ -1,0 +1,111 @@
+package nodes
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// MaxNodes is how many nodes the address plan numbers (InternalIP, PodCIDR).
+const MaxNodes = 1 << 14
+
+// internalIPFirstOctet starts the nodes' addresses: 172.16.0.0/12.
+const internalIPFirstOctet = 172
+
+// Spec is what a node is registered with.
+type Spec struct {
+	// Name is the node's name and hostname label.
+	Name string
+	// Labels are added to the labels every node has (hostname, OS, architecture).
+	Labels map[string]string
+	// Capacity is the node's capacity and allocatable.
+	Capacity corev1.ResourceList
+	Taints   []corev1.Taint
+}
+
+// Node is one emulated node.
+type Node struct {
+	spec Spec
+	// index numbers the node across the kubelet's nodes, from 0: it picks its addresses.
+	index int
+	uid   atomic.Value // types.UID once registered
+	// cutOff: the node is partitioned from the apiserver: its kubelet and its pods' programs
+	// reach nothing.
+	cutOff atomic.Bool
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.spec.Name }
+
+// UID is the node object's UID, empty before it is registered.
+func (n *Node) UID() types.UID {
+	uid, _ := n.uid.Load().(types.UID)
+	return uid
+}
+
+// InternalIP is the node's address, the index+1st host of 172.16.0.0/12.
+func (n *Node) InternalIP() netip.Addr {
+	host := n.index + 1
+	return netip.AddrFrom4([4]byte{internalIPFirstOctet, byte(16 + host>>16&0x0f), byte(host >> 8), byte(host)})
+}
+
+// PodCIDR is the node's pod range: a /24 of 10.64.0.0/10, one per node.
+func (n *Node) PodCIDR() netip.Prefix {
+	i := n.index
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(64 + i>>8&0x3f), byte(i), 0}), 24)
+}
+
+// Partitioned reports whether the node is cut off from the apiserver.
+func (n *Node) Partitioned() bool { return n.cutOff.Load() }
+
+// Partition cuts the node off from the apiserver; false if it already was.
+func (n *Node) Partition() bool { return n.cutOff.CompareAndSwap(false, true) }
+
+// Reconnect ends the node's partition; false if it was not partitioned.
+func (n *Node) Reconnect() bool { return n.cutOff.CompareAndSwap(true, false) }
+
+// Network wraps the transport of a pod's programs: while the node is partitioned, requests fail
+// as on an unreachable network and open responses (watches) break at their next read.
+func (n *Node) Network(rt http.RoundTripper) http.RoundTripper {
+	return partitionedTransport{node: n, next: rt}
+}
+
+type partitionedTransport struct {
+	node *Node
+	next http.RoundTripper
+}
+
+func (t partitionedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.node.Partitioned() {
+		return nil, t.node.unreachable(req.URL.Host)
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &partitionedBody{ReadCloser: resp.Body, node: t.node, host: req.URL.Host}
+	return resp, nil
+}
+
+func (n *Node) unreachable(host string) error {
+	return fmt.Errorf("dial tcp %s: connect: network is unreachable (restartbed: node %s is partitioned)", host, n.Name())
+}
+
+type partitionedBody struct {
+	io.ReadCloser
+	node *Node
+	host string
+}
+
+func (b *partitionedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.node.Partitioned() {
+		return 0, b.node.unreachable(b.host)
+	}
+	return n, err
+}

@@ -1,0 +1,279 @@
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/restartbed/restartbed/timing"
+)
+
+// Node condition reasons and messages and node info, as the kubelet writes them.
+const (
+	reasonKubeletReady      = "KubeletReady"
+	messageKubeletReady     = "kubelet is posting ready status"
+	reasonSufficientMemory  = "KubeletHasSufficientMemory"
+	messageSufficientMemory = "kubelet has sufficient memory available"
+	reasonNoDiskPressure    = "KubeletHasNoDiskPressure"
+	messageNoDiskPressure   = "kubelet has no disk pressure"
+	reasonSufficientPID     = "KubeletHasSufficientPID"
+	messageSufficientPID    = "kubelet has sufficient PID available"
+	kubeletPort             = 10250
+	containerRuntimeName    = "restartbed://"
+	osImage                 = "restartbed emulated node"
+	kernelVersion           = "restartbed"
+)
+
+// apiWorkers bounds the concurrent writes of one kind (registrations, lease renewals), so a large
+// cluster queues its writes instead of opening thousands of requests at once.
+const apiWorkers = 16
+
+// Options configure a Set.
+type Options struct {
+	Client kubernetes.Interface
+	Clock  clock.WithTicker
+	// Timing gives the Lease's duration and renew interval and the status report frequency.
+	Timing timing.Profile
+	// KubeletVersion is what the nodes report (status.nodeInfo.kubeletVersion).
+	KubeletVersion string
+	// DeclaredFeatures are what the nodes publish in status.declaredFeatures.
+	DeclaredFeatures []string
+	// Nodes are the nodes, in registration order; at most MaxNodes, each name once.
+	Nodes []Spec
+}
+
+// Set is a kubelet's nodes, and the heartbeat that keeps them alive in the API.
+type Set struct {
+	opts   Options
+	nodes  []*Node
+	byName map[string]*Node
+}
+
+// New validates the options and numbers the nodes; it starts nothing.
+func New(opts Options) (*Set, error) {
+	if len(opts.Nodes) > MaxNodes {
+		return nil, fmt.Errorf("%d nodes requested; the address plan numbers at most %d", len(opts.Nodes), MaxNodes)
+	}
+	s := &Set{opts: opts, byName: make(map[string]*Node, len(opts.Nodes))}
+	for i, spec := range opts.Nodes {
+		if s.byName[spec.Name] != nil {
+			return nil, fmt.Errorf("two nodes are named %s", spec.Name)
+		}
+		n := &Node{spec: spec, index: i}
+		s.nodes = append(s.nodes, n)
+		s.byName[spec.Name] = n
+	}
+	return s, nil
+}
+
+// Get returns the named node, or nil.
+func (s *Set) Get(name string) *Node { return s.byName[name] }
+
+// All returns the nodes in registration order.
+func (s *Set) All() []*Node { return slices.Clone(s.nodes) }
+
+// Register creates every node and its Lease. A node left over from an earlier kubelet of the
+// same name is taken over, as a restarted kubelet does.
+func (s *Set) Register(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(apiWorkers)
+	for _, n := range s.nodes {
+		g.Go(func() error { return s.register(gctx, n) })
+	}
+	return g.Wait()
+}
+
+func (s *Set) register(ctx context.Context, n *Node) error {
+	c := s.opts.Client
+	created, err := c.CoreV1().Nodes().Create(ctx, s.object(n), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = c.CoreV1().Nodes().Get(ctx, n.Name(), metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("registering node %s: %w", n.Name(), err)
+	}
+	n.uid.Store(created.UID)
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      n.Name(),
+			Namespace: corev1.NamespaceNodeLease,
+			// As the kubelet does, so the lease goes with its node.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name(), UID: created.UID}},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(n.Name()),
+			LeaseDurationSeconds: ptr.To(int32(s.opts.Timing.NodeLeaseDuration.Seconds())),
+			RenewTime:            &metav1.MicroTime{Time: s.opts.Clock.Now()},
+		},
+	}
+	if _, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the lease of node %s: %w", n.Name(), err)
+	}
+	return nil
+}
+
+// object builds the Node a kubelet registers, status included (nodes may set status on create).
+func (s *Set) object(n *Node) *corev1.Node {
+	labels := map[string]string{
+		corev1.LabelHostname:      n.Name(),
+		corev1.LabelOSStable:      "linux",
+		corev1.LabelArchStable:    "amd64",
+		"beta.kubernetes.io/os":   "linux",
+		"beta.kubernetes.io/arch": "amd64",
+	}
+	maps.Copy(labels, n.spec.Labels)
+	now := metav1.NewTime(s.opts.Clock.Now())
+	cidr := n.PodCIDR().String()
+	index := n.index
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name(), Labels: labels},
+		Spec:       corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}, Taints: slices.Clone(n.spec.Taints)},
+		Status: corev1.NodeStatus{
+			Capacity:    n.spec.Capacity.DeepCopy(),
+			Allocatable: n.spec.Capacity.DeepCopy(),
+			Phase:       corev1.NodeRunning,
+			Conditions:  healthyConditions(now),
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: n.InternalIP().String()},
+				{Type: corev1.NodeHostName, Address: n.Name()},
+			},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: kubeletPort}},
+			NodeInfo: corev1.NodeSystemInfo{
+				MachineID:               fmt.Sprintf("%032x", index+1),
+				SystemUUID:              fmt.Sprintf("00000000-0000-0000-0000-%012x", index+1),
+				BootID:                  fmt.Sprintf("boot-%d", index),
+				KernelVersion:           kernelVersion,
+				OSImage:                 osImage,
+				ContainerRuntimeVersion: containerRuntimeName + s.opts.KubeletVersion,
+				KubeletVersion:          s.opts.KubeletVersion,
+				OperatingSystem:         "linux",
+				Architecture:            "amd64",
+			},
+			DeclaredFeatures: slices.Clone(s.opts.DeclaredFeatures),
+		},
+	}
+}
+
+// healthyConditions are the conditions a healthy kubelet posts, all changed at now.
+func healthyConditions(now metav1.Time) []corev1.NodeCondition {
+	condition := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, message string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	return []corev1.NodeCondition{
+		condition(corev1.NodeMemoryPressure, corev1.ConditionFalse, reasonSufficientMemory, messageSufficientMemory),
+		condition(corev1.NodeDiskPressure, corev1.ConditionFalse, reasonNoDiskPressure, messageNoDiskPressure),
+		condition(corev1.NodePIDPressure, corev1.ConditionFalse, reasonSufficientPID, messageSufficientPID),
+		condition(corev1.NodeReady, corev1.ConditionTrue, reasonKubeletReady, messageKubeletReady),
+	}
+}
+
+// Heartbeat renews every connected node's Lease each renew interval and re-posts its status each
+// report period, from one goroutine for all nodes, until ctx ends. current reads the nodes as the
+// API last showed them.
+func (s *Set) Heartbeat(ctx context.Context, current corelisters.NodeLister) {
+	logger := klog.FromContext(ctx)
+	renew := s.opts.Clock.NewTicker(s.opts.Timing.NodeLeaseRenewInterval)
+	defer renew.Stop()
+	report := s.opts.Clock.NewTicker(s.opts.Timing.NodeStatusReportFrequency)
+	defer report.Stop()
+	for {
+		var write func(context.Context, *Node) error
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C():
+			now := metav1.NewMicroTime(s.opts.Clock.Now())
+			write = func(ctx context.Context, n *Node) error { return s.renewLease(ctx, n, now) }
+		case <-report.C():
+			now := metav1.NewTime(s.opts.Clock.Now())
+			write = func(ctx context.Context, n *Node) error { return s.postStatus(ctx, n, apiNode(current, n), now) }
+		}
+		var g errgroup.Group
+		g.SetLimit(apiWorkers)
+		for _, n := range s.nodes {
+			if n.Partitioned() {
+				continue
+			}
+			g.Go(func() error {
+				if err := write(ctx, n); err != nil && ctx.Err() == nil {
+					logger.Error(err, "Heartbeat failed", "node", klog.KRef("", n.Name()))
+				}
+				return nil
+			})
+		}
+		_ = g.Wait()
+	}
+}
+
+// Reconnected is what a node's kubelet does first when its partition ends: it renews its Lease
+// and posts its status at once (Ready again; the node lifecycle controller then lifts its taints).
+func (s *Set) Reconnected(ctx context.Context, n *Node, current corelisters.NodeLister) error {
+	now := s.opts.Clock.Now()
+	if err := s.renewLease(ctx, n, metav1.NewMicroTime(now)); err != nil {
+		return err
+	}
+	return s.postStatus(ctx, n, apiNode(current, n), metav1.NewTime(now))
+}
+
+func apiNode(lister corelisters.NodeLister, n *Node) *corev1.Node {
+	obj, err := lister.Get(n.Name())
+	if err != nil {
+		return nil
+	}
+	return obj
+}
+
+// renewLease moves the node's Lease renewTime to now: one merge patch, no read.
+func (s *Set) renewLease(ctx context.Context, n *Node, now metav1.MicroTime) error {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": now}})
+	if err != nil {
+		return err
+	}
+	if _, err := s.opts.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("renewing the lease of node %s: %w", n.Name(), err)
+	}
+	return nil
+}
+
+// postStatus posts the node's conditions as a healthy kubelet reports them, with a new heartbeat
+// time: one strategic merge patch of the status, keyed by condition type. A condition whose
+// status differs from the one the API holds (the node lifecycle controller's Unknown, after a
+// partition) moves back with a new transition time; the others keep theirs. current is the node
+// as last seen in the API, or nil.
+func (s *Set) postStatus(ctx context.Context, n *Node, current *corev1.Node, now metav1.Time) error {
+	var conditions []any
+	for _, want := range healthyConditions(now) {
+		cond := map[string]any{"type": want.Type, "status": want.Status, "reason": want.Reason, "message": want.Message,
+			"lastHeartbeatTime": now}
+		if current != nil {
+			for _, have := range current.Status.Conditions {
+				if have.Type == want.Type && have.Status != want.Status {
+					cond["lastTransitionTime"] = now
+				}
+			}
+		}
+		conditions = append(conditions, cond)
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conditions}})
+	if err != nil {
+		return err
+	}
+	if _, err := s.opts.Client.CoreV1().Nodes().Patch(ctx, n.Name(), types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("posting the status of node %s: %w", n.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package nodes
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/restartbed/restartbed/timing"
+)
+
+var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func newSet(t *testing.T, specs ...Spec) (*Set, *fake.Clientset, *clocktesting.FakeClock) {
+	t.Helper()
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(t0)
+	s, err := New(Options{Client: client, Clock: clk, Timing: timing.Realistic(), KubeletVersion: "v1.37.2",
+		DeclaredFeatures: []string{"RestartAllContainersOnContainerExits"}, Nodes: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, client, clk
+}
+
+func TestNewRefusesWhatTheAddressPlanCannotNumber(t *testing.T) {
+	if _, err := New(Options{Nodes: []Spec{{Name: "a"}, {Name: "a"}}}); err == nil || !strings.Contains(err.Error(), "two nodes are named a") {
+		t.Errorf("duplicate names: %v", err)
+	}
+	if _, err := New(Options{Nodes: make([]Spec, MaxNodes+1)}); err == nil || !strings.Contains(err.Error(), "at most 16384") {
+		t.Errorf("too many nodes: %v", err)
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	specs := make([]Spec, 300)
+	for i := range specs {
+		specs[i].Name = "n" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+	}
+	s, _, _ := newSet(t, specs...)
+	all := s.All()
+	for _, tc := range []struct {
+		n        *Node
+		ip, cidr string
+	}{
+		{all[0], "172.16.0.1", "10.64.0.0/24"},
+		{all[1], "172.16.0.2", "10.64.1.0/24"},
+		{all[299], "172.16.1.44", "10.65.43.0/24"},
+	} {
+		if got := tc.n.InternalIP().String(); got != tc.ip {
+			t.Errorf("%s: internal IP %s, want %s", tc.n.Name(), got, tc.ip)
+		}
+		if got := tc.n.PodCIDR().String(); got != tc.cidr {
+			t.Errorf("%s: pod CIDR %s, want %s", tc.n.Name(), got, tc.cidr)
+		}
+	}
+}
+
+func TestRegister(t *testing.T) {
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	s, client, _ := newSet(t,
+		Spec{Name: "tpu-0", Labels: map[string]string{"pool": "tpu"}, Capacity: capacity},
+		Spec{Name: "cpu-0", Taints: []corev1.Taint{{Key: "dedicated", Value: "cpu", Effect: corev1.TaintEffectNoSchedule}}})
+	// A node left over from an earlier kubelet is taken over.
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-0", UID: "old"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tpu, err := client.CoreV1().Nodes().Get(context.Background(), "tpu-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tpu.Labels["pool"] != "tpu" || tpu.Labels[corev1.LabelHostname] != "tpu-0" || tpu.Spec.PodCIDR != "10.64.0.0/24" ||
+		tpu.Status.Addresses[0].Address != "172.16.0.1" || !tpu.Status.Allocatable.Cpu().Equal(resource.MustParse("2")) ||
+		tpu.Status.NodeInfo.KubeletVersion != "v1.37.2" || len(tpu.Status.DeclaredFeatures) != 1 {
+		t.Errorf("registered node: %+v", tpu)
+	}
+	if s.Get("cpu-0").UID() != "old" {
+		t.Errorf("the taken-over node's UID is %q, want the existing object's", s.Get("cpu-0").UID())
+	}
+	lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(context.Background(), "cpu-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *lease.Spec.HolderIdentity != "cpu-0" || *lease.Spec.LeaseDurationSeconds != 40 || lease.OwnerReferences[0].UID != "old" {
+		t.Errorf("lease: %+v", lease)
+	}
+}
+
+// TestHeartbeat renews the Leases of connected nodes each renew interval and of none that is
+// partitioned.
+func TestHeartbeat(t *testing.T) {
+	s, client, clk := newSet(t, Spec{Name: "a"}, Spec{Name: "b"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Get("b").Partition()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lister := factory.Core().V1().Nodes().Lister()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	client.ClearActions()
+	done := make(chan struct{})
+	go func() { s.Heartbeat(ctx, lister); close(done) }()
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(timing.Realistic().NodeLeaseRenewInterval)
+	renewed := func() []string {
+		var names []string
+		for _, a := range client.Actions() {
+			if p, ok := a.(clienttesting.PatchAction); ok && a.GetResource().Resource == "leases" {
+				names = append(names, p.GetName())
+			}
+		}
+		return names
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(renewed()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := renewed(); len(got) != 1 || got[0] != "a" {
+		t.Errorf("renewed leases %v, want [a]: a partitioned node renews nothing", got)
+	}
+}
+
+// TestReconnectedMovesChangedConditionsOnly: after a partition the node controller's Unknown
+// moves back with a new transition time; a condition that did not change keeps its time.
+func TestReconnectedMovesChangedConditionsOnly(t *testing.T) {
+	s, client, clk := newSet(t, Spec{Name: "a"})
+	ctx := context.Background()
+	if err := s.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := client.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{})
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			n.Status.Conditions[i].Status = corev1.ConditionUnknown
+		}
+	}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lister := factory.Core().V1().Nodes().Lister()
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	clk.Step(time.Minute)
+	client.ClearActions()
+	if err := s.Reconnected(ctx, s.Get("a"), lister); err != nil {
+		t.Fatal(err)
+	}
+	var patch string
+	for _, a := range client.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok && a.GetResource().Resource == "nodes" {
+			patch = string(p.GetPatch())
+		}
+	}
+	if strings.Count(patch, "lastTransitionTime") != 1 || !strings.Contains(patch, `"lastTransitionTime":"2026-03-01T10:01:00Z","message":"kubelet is posting ready status"`) {
+		t.Errorf("status patch %s: want a new transition time on Ready only", patch)
+	}
+}
+
+// TestNetworkOfAPartitionedNode: requests fail while the node is cut off, and a response opened
+// before (a watch) breaks at its next read.
+func TestNetworkOfAPartitionedNode(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	defer srv.Close()
+	s, _, _ := newSet(t, Spec{Name: "a"})
+	n := s.Get("a")
+	c := &http.Client{Transport: n.Network(http.DefaultTransport)}
+	open, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Body.Close()
+	if !n.Partition() || n.Partition() {
+		t.Fatal("Partition: want true, then false once partitioned")
+	}
+	if _, err := c.Get(srv.URL); err == nil || !strings.Contains(err.Error(), "network is unreachable (restartbed: node a is partitioned)") {
+		t.Errorf("request while partitioned: %v", err)
+	}
+	if _, err := io.ReadAll(open.Body); err == nil {
+		t.Error("an open response still reads while partitioned")
+	}
+	if !n.Reconnect() || n.Reconnect() {
+		t.Fatal("Reconnect: want true, then false once connected")
+	}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("request after the partition: %v", err)
+	}
+	resp.Body.Close()
+}
