@@ -1,8 +1,9 @@
-// Package library checks the promise restartbed makes to the projects that import it: the
-// library links no Kubernetes release (k8s.io/kubernetes) and its go.mod needs no replace and
-// asks only for the oldest supported minor's libraries, so that a project on any supported
-// minor keeps its own (docs/control-plane.md). The consumer modules under examples/ prove the
-// same from the other side.
+// Package library checks the promises restartbed makes about its packages. To the projects that
+// import it: the library links no Kubernetes release (k8s.io/kubernetes), its go.mod needs no
+// replace and asks only for the oldest supported minor's libraries, so that a project on any
+// supported minor keeps its own (docs/control-plane.md); the consumer modules under examples/
+// prove the same from the other side. To its own readers: the emulator's packages are layered,
+// and the agent binary links none of them (layers_test.go).
 package library
 
 import (

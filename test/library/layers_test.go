@@ -1,0 +1,62 @@
+package library
+
+import (
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/restartbed/restartbed/"
+
+// fakekubeletLayers are fakekubelet's packages from the bottom up: each may import only those
+// before it (docs/fakekubelet.md, "Running pods"). A new package goes where its imports put it.
+var fakekubeletLayers = []string{
+	"fakekubelet/container", "fakekubelet/release", "fakekubelet/vfs",
+	"fakekubelet/restart", "fakekubelet/status", "fakekubelet/podactions",
+	"fakekubelet/shell", "fakekubelet/program", "fakekubelet/runtime",
+	"fakekubelet/nodes",
+	"fakekubelet",
+}
+
+// TestFakeKubeletLayers: no package of fakekubelet imports one above it, and every package of
+// fakekubelet has a place in the layers.
+func TestFakeKubeletLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", filepath.Join(root, "fakekubelet", "...")).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module)
+		rank := slices.Index(fakekubeletLayers, pkg)
+		if rank < 0 {
+			t.Errorf("%s has no place in fakekubeletLayers", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			dep, ok := strings.CutPrefix(imp, module)
+			if !ok || !strings.HasPrefix(dep, "fakekubelet") {
+				continue
+			}
+			if depRank := slices.Index(fakekubeletLayers, dep); depRank < 0 || depRank >= rank {
+				t.Errorf("%s imports %s, which is not below it", pkg, dep)
+			}
+		}
+	}
+}
+
+// TestAgentLinksNoEmulator: the agent binary is the agent alone; nothing of the emulator
+// (shell, filesystem, runtime) comes with it.
+func TestAgentLinksNoEmulator(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./"+filepath.Join(root, "cmd", "agent")).Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, module+"fakekubelet") || strings.HasPrefix(dep, module+"builtins") {
+			t.Errorf("cmd/agent links %s", dep)
+		}
+	}
+}
