@@ -14,6 +14,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/status"
+	"github.com/restartbed/restartbed/internal/podtext"
 )
 
 var now = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -295,20 +296,9 @@ func statusLines(s corev1.PodStatus) string {
 			fmt.Fprintf(&b, "%s=%s %s\n", c.Type, c.Status, c.Reason)
 		}
 	}
-	state := func(st corev1.ContainerState) string {
-		switch {
-		case st.Running != nil:
-			return "Running"
-		case st.Terminated != nil:
-			return fmt.Sprintf("Terminated(%d,%s)", st.Terminated.ExitCode, st.Terminated.Reason)
-		case st.Waiting != nil:
-			return fmt.Sprintf("Waiting(%s)", st.Waiting.Reason)
-		}
-		return "-"
-	}
 	for _, list := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for _, c := range list {
-			fmt.Fprintf(&b, "%s %s last=%s rc=%d started=%t\n", c.Name, state(c.State), state(c.LastTerminationState), c.RestartCount, ptr.Deref(c.Started, false))
+			fmt.Fprintf(&b, "%s %s last=%s rc=%d started=%t\n", c.Name, podtext.State(c.State), podtext.State(c.LastTerminationState), c.RestartCount, ptr.Deref(c.Started, false))
 		}
 	}
 	return b.String()

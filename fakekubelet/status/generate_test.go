@@ -14,6 +14,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
+	"github.com/restartbed/restartbed/internal/podtext"
 )
 
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -48,20 +49,9 @@ func summary(s corev1.PodStatus) string {
 	for _, c := range s.Conditions {
 		fmt.Fprintf(&b, "%s=%s %q %q\n", c.Type, c.Status, c.Reason, c.Message)
 	}
-	state := func(st corev1.ContainerState) string {
-		switch {
-		case st.Running != nil:
-			return "Running"
-		case st.Terminated != nil:
-			return fmt.Sprintf("Terminated(%d,%s)", st.Terminated.ExitCode, st.Terminated.Reason)
-		case st.Waiting != nil:
-			return fmt.Sprintf("Waiting(%s)", st.Waiting.Reason)
-		}
-		return "-"
-	}
 	for _, list := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for _, c := range list {
-			fmt.Fprintf(&b, "%s %s last=%s rc=%d ready=%t started=%t id=%s\n", c.Name, state(c.State), state(c.LastTerminationState),
+			fmt.Fprintf(&b, "%s %s last=%s rc=%d ready=%t started=%t id=%s\n", c.Name, podtext.State(c.State), podtext.State(c.LastTerminationState),
 				c.RestartCount, c.Ready, ptr.Deref(c.Started, false), strings.TrimPrefix(c.ContainerID, "containerd://"))
 		}
 	}

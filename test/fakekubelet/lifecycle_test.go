@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/restartbed/restartbed/fakekubelet/release"
+	"github.com/restartbed/restartbed/internal/podtext"
 	"github.com/restartbed/restartbed/test/builders"
 	"github.com/restartbed/restartbed/test/specs"
 )
@@ -37,24 +38,17 @@ func create(ctx context.Context, pod *corev1.Pod) *specs.PodHistory {
 }
 
 func state(cs *corev1.ContainerStatus) string {
-	switch {
-	case cs == nil:
+	if cs == nil {
 		return "absent"
-	case cs.State.Running != nil:
-		return "Running"
-	case cs.State.Terminated != nil:
-		return fmt.Sprintf("Terminated(%d,%s)", cs.State.Terminated.ExitCode, cs.State.Terminated.Reason)
-	case cs.State.Waiting != nil:
-		return "Waiting(" + cs.State.Waiting.Reason + ")"
 	}
-	return "-"
+	return podtext.State(cs.State)
 }
 
 func lastState(cs *corev1.ContainerStatus) string {
 	if cs == nil {
 		return "absent"
 	}
-	return state(&corev1.ContainerStatus{State: cs.LastTerminationState})
+	return podtext.State(cs.LastTerminationState)
 }
 
 var _ = Describe("Pod lifecycle", func() {
