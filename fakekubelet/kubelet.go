@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/release"
@@ -39,6 +40,7 @@ type Kubelet struct {
 	nodeLister corelisters.NodeLister
 	pods       *pods
 	rt         *runtime.Runtime
+	network    *network.Network
 	status     *status.Manager
 	programs   *program.Registry
 	release    release.Kubelet
@@ -122,6 +124,9 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 		return n != nil && n.Partitioned()
 	})
 	k.nodeLister = factory.Core().V1().Nodes().Lister()
+	if err := k.newNetwork(startCtx, factory); err != nil {
+		return err
+	}
 	if err := k.newPods(ctx, factory); err != nil {
 		return err
 	}
@@ -133,6 +138,11 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	for typ, synced := range factory.WaitForCacheSync(startCtx.Done()) {
 		if !synced {
 			return fmt.Errorf("fakekubelet: informer for %v did not sync: %w", typ, context.Cause(startCtx))
+		}
+	}
+	for _, n := range k.nodes.All() {
+		if _, err := k.network.Attach(n.InternalIP(), n.Name()); err != nil {
+			return fmt.Errorf("fakekubelet: node %s: %w", n.Name(), err)
 		}
 	}
 	k.wg.Go(func() { k.status.Run(ctx, StatusWorkers) })
@@ -163,6 +173,25 @@ func (k *Kubelet) Stop() {
 	})
 }
 
+// newNetwork makes sure the cluster has its DNS Service and builds the pod network on the
+// shared Service and EndpointSlice informers. A node cut off from the apiserver is cut off from
+// the other nodes' pods too: its pods neither reach nor are reached from elsewhere.
+func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInformerFactory) error {
+	dns, err := network.EnsureDNSService(ctx, k.client)
+	if err != nil {
+		return fmt.Errorf("fakekubelet: %w", err)
+	}
+	k.network, err = network.New(network.Options{DNS: dns,
+		Services:       factory.Core().V1().Services().Lister(),
+		EndpointSlices: factory.Discovery().V1().EndpointSlices().Lister(),
+		Reachable: func(from, to string) bool {
+			a, b := k.nodes.Get(from), k.nodes.Get(to)
+			return a != nil && b != nil && !a.Partitioned() && !b.Partitioned()
+		},
+	})
+	return err
+}
+
 // newPods builds the container runtime, the status manager and the pod workers on the shared
 // pod informer.
 func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerFactory) error {
@@ -188,7 +217,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p.informer = informer
 	v := version.MustParseSemantic(k.opts.KubeletVersion) // checked by Options.complete
-	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Notify: func(uid types.UID) { p.queue.Add(uid) },
+	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Network: k.network, Notify: func(uid types.UID) { p.queue.Add(uid) },
 		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
 		ConfigFor: func(pod *corev1.Pod) *rest.Config {
 			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)

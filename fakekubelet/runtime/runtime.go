@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"path"
 	"slices"
 	"strconv"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/shell"
 	"github.com/restartbed/restartbed/fakekubelet/vfs"
@@ -51,6 +53,9 @@ type Options struct {
 	// ProbeUserAgent is the User-Agent of HTTP probes; the kubelet sends kube-probe/<major>.<minor>
 	// of its version. Default: kube-probe.
 	ProbeUserAgent string
+	// Network is the pod network sandboxes attach their address to; nil: pods have no network
+	// (names do not resolve, nothing is reachable) and no /etc/hosts or /etc/resolv.conf.
+	Network *network.Network
 }
 
 // Runtime holds the sandboxes of every pod of every emulated node.
@@ -86,12 +91,18 @@ func New(opts Options) (*Runtime, error) {
 
 // sandbox is one pod's shared state.
 type sandbox struct {
-	uid     types.UID
-	node    string
-	ip      string
-	ready   bool
-	fs      *vfs.Pod
-	volumes map[string]*vfs.Volume
+	uid   types.UID
+	node  string
+	ip    string
+	ready bool
+	// iface is the sandbox's address on the network; nil without one or once the sandbox stopped.
+	iface *network.Interface
+	// names are the files the kubelet writes for names (/etc/hosts, /etc/resolv.conf,
+	// /etc/hostname), by path; hostname is the pod's hostname.
+	names    map[string][]byte
+	hostname string
+	fs       *vfs.Pod
+	volumes  map[string]*vfs.Volume
 	// serviceAccount holds the files a pod's service-account token volume carries, for pods
 	// whose spec the apiserver did not give one (restartbed's control plane may run without the
 	// ServiceAccount admission plugin).
@@ -111,8 +122,10 @@ type instance struct {
 	// term and kill deliver SIGTERM and SIGKILL; forced overrides the exit (fault injection).
 	term, kill context.CancelFunc
 	forced     *forcedExit
-	// handlers are the HTTP handlers the process serves, by port.
+	// handlers are the HTTP handlers the process serves, by port; unbind takes them off the
+	// network.
 	handlers map[int32]http.Handler
+	unbind   []func()
 	// stopping: a stop was requested; done is closed when the process has returned.
 	stopping bool
 	done     chan struct{}
@@ -129,10 +142,26 @@ func (r *Runtime) RunSandbox(pod *corev1.Pod, ip string) {
 	defer r.mu.Unlock()
 	if sb := r.pods[pod.UID]; sb != nil {
 		sb.ready = true
+		if sb.iface == nil {
+			sb.iface = r.attach(sb)
+		}
 		return
 	}
 	sb := &sandbox{uid: pod.UID, node: pod.Spec.NodeName, ip: ip, ready: true, fs: vfs.NewPod(r.opts.Clock),
 		volumes: map[string]*vfs.Volume{}, attempts: map[string]int{}}
+	domain := network.DefaultDomain
+	if r.opts.Network != nil {
+		domain = r.opts.Network.Domain()
+		sb.names = map[string][]byte{
+			network.HostsPath:      network.HostsFile(pod, []string{ip}, domain),
+			network.ResolvConfPath: network.PodDNS(pod, r.opts.Network.DNS(), domain).ResolvConf(),
+		}
+		sb.iface = r.attach(sb)
+	}
+	sb.hostname, _ = network.Hostname(pod, domain)
+	if sb.names != nil {
+		sb.names[network.HostnamePath] = []byte(sb.hostname + "\n")
+	}
 	for _, v := range pod.Spec.Volumes {
 		sb.volumes[v.Name] = r.volume(sb, pod, &v)
 	}
@@ -142,12 +171,36 @@ func (r *Runtime) RunSandbox(pod *corev1.Pod, ip string) {
 	r.pods[pod.UID] = sb
 }
 
-// StopSandbox marks the sandbox not ready (the pod is terminal); its instances stay.
+// attach puts the sandbox's address on the network; nil when there is none or the address is
+// not one. r.mu is held.
+func (r *Runtime) attach(sb *sandbox) *network.Interface {
+	addr, err := netip.ParseAddr(sb.ip)
+	if r.opts.Network == nil || err != nil {
+		return nil
+	}
+	iface, err := r.opts.Network.Attach(addr, sb.node)
+	if err != nil {
+		return nil // the address is still another sandbox's: the allocator gave it out twice
+	}
+	return iface
+}
+
+// StopSandbox marks the sandbox not ready (the pod is terminal) and takes its address off the
+// network; its instances stay.
 func (r *Runtime) StopSandbox(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sb := r.pods[uid]; sb != nil {
 		sb.ready = false
+		detach(sb)
+	}
+}
+
+// detach takes the sandbox's address off the network; r.mu is held.
+func detach(sb *sandbox) {
+	if sb.iface != nil {
+		sb.iface.Close()
+		sb.iface = nil
 	}
 }
 
@@ -217,11 +270,12 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	if sb.serviceAccount != nil && !serviceAccountMounted {
 		_ = in.fs.Mount(ServiceAccountDir, sb.serviceAccount)
 	}
-	hostname := pod.Name
-	if pod.Spec.Hostname != "" {
-		hostname = pod.Spec.Hostname
+	writeNames(in.fs, sb.names, c.VolumeMounts)
+	in.env = shell.Env{FS: in.fs, Vars: env, Dir: c.WorkingDir, Stdout: in.logs, Stderr: in.logs, Log: in.logs,
+		Clock: r.opts.Clock, Hostname: sb.hostname}
+	if sb.iface != nil {
+		in.env.Net = sb.iface
 	}
-	in.env = shell.Env{FS: in.fs, Vars: env, Dir: c.WorkingDir, Stdout: in.logs, Stderr: in.logs, Clock: r.opts.Clock, Hostname: hostname}
 	sb.instances = append(sb.instances, in)
 	pruneExited(sb, c.Name)
 
@@ -333,6 +387,10 @@ func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 	in.term()
 	in.kill()
 	clear(in.handlers)
+	for _, unbind := range in.unbind {
+		unbind()
+	}
+	in.unbind = nil
 	if in.status.State != container.Running {
 		r.mu.Unlock()
 		return
@@ -442,6 +500,9 @@ func (r *Runtime) RemovePod(uid types.UID) {
 	r.mu.Lock()
 	sb := r.pods[uid]
 	delete(r.pods, uid)
+	if sb != nil {
+		detach(sb)
+	}
 	r.mu.Unlock()
 	if sb == nil {
 		return
@@ -523,8 +584,16 @@ func (r *Runtime) Logs(uid types.UID, id string) string {
 func (r *Runtime) serve(uid types.UID, in *instance, port int32, h http.Handler) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if in.status.State == container.Running {
-		in.handlers[port] = h
+	if in.status.State != container.Running {
+		return
+	}
+	in.handlers[port] = h
+	if sb := r.pods[uid]; sb != nil && sb.iface != nil && validPort(port) {
+		// Another container of the pod may hold the port: the probes still reach this handler,
+		// as the first one to bind keeps the port for dials.
+		if stop, err := sb.iface.Serve(uint16(port), h); err == nil {
+			in.unbind = append(in.unbind, stop)
+		}
 	}
 }
 

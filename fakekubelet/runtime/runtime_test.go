@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 )
 
@@ -229,5 +234,58 @@ func TestHTTPGetRefusedNamesTheSandboxIP(t *testing.T) {
 	}
 	if h.rt.Listening(pod.UID, 8081) {
 		t.Fatal("Listening reports a port nothing serves")
+	}
+}
+
+// TestPodNetwork: a sandbox's containers get the kubelet's name files and the sandbox's address
+// on the network, which stopping the sandbox takes away; a container that mounts a volume at
+// /etc/hosts keeps its own.
+func TestPodNetwork(t *testing.T) {
+	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	n, err := network.New(network.Options{DNS: netip.MustParseAddr("10.0.0.10"), Services: corelisters.NewServiceLister(svcs),
+		EndpointSlices: discoverylisters.NewEndpointSliceLister(svcs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), events: make(chan types.UID, 100)}
+	h.rt, err = New(Options{Clock: h.clock, Network: n, Notify: func(uid types.UID) { h.events <- uid }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.rt.KillAll(); h.rt.Wait() })
+	pod := testPod()
+	pod.Spec.Hostname, pod.Spec.Subdomain = "w-0", "js"
+	h.rt.RunSandbox(pod, "10.64.0.2")
+	peer, err := n.Attach(netip.MustParseAddr("10.64.1.2"), "n-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(c corev1.Container) string {
+		t.Helper()
+		if _, err := h.rt.Start(pod, &c, nil); err != nil {
+			t.Fatal(err)
+		}
+		h.waitExit(t, c.Name)
+		ps, _ := h.rt.Status(pod.UID)
+		return h.rt.Logs(pod.UID, ps.Latest(c.Name).ID)
+	}
+	got := run(corev1.Container{Name: "names", Command: []string{"sh", "-c", "cat /etc/hostname /etc/resolv.conf; tail -n 1 /etc/hosts; ping -c 1 10.64.1.2 >/dev/null && echo reached"}})
+	want := "w-0\nsearch ns.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.0.0.10\noptions ndots:5\n" +
+		"10.64.0.2\tw-0.js.ns.svc.cluster.local\tw-0\nreached\n"
+	if got != want {
+		t.Fatalf("container saw:\n%s\nwant:\n%s", got, want)
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "hosts", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	if got := run(corev1.Container{Name: "own-etc", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/etc/hosts"}},
+		Command: []string{"sh", "-c", "cat /etc/hosts/x 2>/dev/null; test -d /etc/hosts && echo own"}}); got != "own\n" {
+		t.Fatalf("a container that mounts /etc/hosts: %q", got)
+	}
+	if err := peer.Ping(context.Background(), netip.MustParseAddr("10.64.0.2")); err != nil {
+		t.Fatalf("the sandbox is not on the network: %v", err)
+	}
+	h.rt.StopSandbox(pod.UID)
+	if err := peer.Ping(context.Background(), netip.MustParseAddr("10.64.0.2")); err == nil {
+		t.Fatal("a stopped sandbox still answers")
 	}
 }

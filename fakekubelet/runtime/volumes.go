@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"path"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -78,4 +80,19 @@ func writeItem(root *vfs.FS, item, content string) {
 	p := path.Join("/", item)
 	_ = root.Mkdir(path.Dir(p), 0o755, true)
 	_ = root.WriteFile(p, []byte(content))
+}
+
+// writeNames writes the kubelet's name files into a container's filesystem, except where the
+// container mounts a volume of its own (the kubelet then leaves /etc/hosts to it).
+func writeNames(fs *vfs.FS, names map[string][]byte, mounts []corev1.VolumeMount) {
+	for p, content := range names {
+		if slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool {
+			mp := path.Clean(m.MountPath)
+			return mp == p || strings.HasPrefix(p, mp+"/")
+		}) {
+			continue
+		}
+		_ = fs.Mkdir(path.Dir(p), 0o755, true)
+		_ = fs.WriteFile(p, content)
+	}
 }

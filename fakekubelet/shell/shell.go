@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/netip"
 	"os"
 	"path"
 	"slices"
@@ -55,6 +57,21 @@ type Env struct {
 	Clock clock.Clock
 	// Hostname is what hostname prints (the pod's name).
 	Hostname string
+	// Net is the network the pod's sandbox is on; nil: none, so no name resolves and no address
+	// is reachable.
+	Net Net
+	// Log is the container's log: what the main process's stdout and stderr reach, and so what
+	// /proc/1/fd/1 and /proc/1/fd/2 write to from any process. Default: Stdout.
+	Log io.Writer
+}
+
+// Net is what a container reaches through its sandbox's interface: TCP dials and listeners, ICMP
+// echo, and DNS questions to a nameserver (package network's Interface).
+type Net interface {
+	Dial(ctx context.Context, address string) (net.Conn, error)
+	Listen(port uint16) (net.Listener, error)
+	Ping(ctx context.Context, addr netip.Addr) error
+	Query(ctx context.Context, server netip.Addr, name string) ([]netip.Addr, error)
 }
 
 // ErrNotFound reports a command that no image of restartbed's has: the runtime reports it as a
@@ -301,6 +318,13 @@ func (p *process) dir() string {
 }
 
 func (p *process) stdout() io.Writer { return orDiscard(p.env.Stdout) }
+
+func (p *process) log() io.Writer {
+	if p.env.Log != nil {
+		return p.env.Log
+	}
+	return p.stdout()
+}
 func (p *process) stderr() io.Writer { return orDiscard(p.env.Stderr) }
 
 func orDiscard(w io.Writer) io.Writer {
@@ -425,6 +449,8 @@ func (p *process) open(ctx context.Context, name string, flag int, perm os.FileM
 		return writeOnly{hc.Stdout}, nil
 	case "/dev/stderr":
 		return writeOnly{hc.Stderr}, nil
+	case "/proc/1/fd/1", "/proc/1/fd/2":
+		return writeOnly{p.log()}, nil
 	}
 	return p.env.FS.Open(pathIn(hc.Dir, name), flag, perm)
 }

@@ -36,7 +36,7 @@ func TestScripts(t *testing.T) {
 		{"downward env", []string{"sh", "-c", `echo "$POD_NAME $HOSTNAME"`}, 0, "p-0 p-0\n"},
 		{"globs see the virtual tree only", []string{"sh", "-c", "touch /tmp/a.x /tmp/b.x; echo /tmp/*.x; ls /etc"}, 0, "/tmp/a.x /tmp/b.x\n"},
 		{"host files do not exist", []string{"sh", "-c", "cat /etc/hostname"}, 1, "cat: /etc/hostname: No such file or directory\n"},
-		{"unknown command", []string{"sh", "-c", "curl http://example.com"}, 127, "sh: curl: not found\n"},
+		{"unknown command", []string{"sh", "-c", "gcc -o x x.c"}, 127, "sh: gcc: not found\n"},
 		{"command -v does not search the host", []string{"sh", "-c", "command -v sleep; command -v gcc || echo none"}, 0, "/bin/sleep\nnone\n"},
 		{"utility as entrypoint", []string{"/bin/false"}, 1, ""},
 		{"script arguments", []string{"sh", "-c", `echo "$0 $1 $#"`, "name", "one"}, 0, "name one 1\n"},

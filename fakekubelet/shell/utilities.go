@@ -84,6 +84,12 @@ func init() {
 		"id":       func(_ context.Context, c *call) int { return say(c, "uid=0(root) gid=0(root) groups=0(root)") },
 		"whoami":   func(_ context.Context, c *call) int { return say(c, "root") },
 		"uname":    func(_ context.Context, c *call) int { return say(c, "Linux") },
+		"ping":     ping,
+		"nslookup": nslookup,
+		"getent":   getent,
+		"wget":     wget,
+		"curl":     curl,
+		"nc":       nc,
 		"true":     func(context.Context, *call) int { return 0 },
 		"false":    func(context.Context, *call) int { return 1 },
 	}
@@ -145,6 +151,9 @@ func sleep(ctx context.Context, c *call) int {
 	if d == math.MaxInt64 {
 		<-ctx.Done()
 		return ExitKilled
+	}
+	if d <= 0 {
+		return 0
 	}
 	timer := c.p.env.Clock.NewTimer(d)
 	defer timer.Stop()
@@ -369,7 +378,10 @@ func date(_ context.Context, c *call) int {
 		if strings.HasPrefix(a, "+") {
 			r := strings.NewReplacer("%s", strconv.FormatInt(now.Unix(), 10), "%Y", now.Format("2006"),
 				"%m", now.Format("01"), "%d", now.Format("02"), "%H", now.Format("15"),
-				"%M", now.Format("04"), "%S", now.Format("05"), "%%", "%")
+				"%M", now.Format("04"), "%S", now.Format("05"), "%N", fmt.Sprintf("%09d", now.Nanosecond()),
+				"%F", now.Format("2006-01-02"), "%T", now.Format("15:04:05"), "%z", "+0000", "%Z", "UTC",
+				"%y", now.Format("06"), "%b", now.Format("Jan"), "%a", now.Format("Mon"), "%j", fmt.Sprintf("%03d", now.YearDay()),
+				"%%", "%")
 			return say(c, r.Replace(a[1:]))
 		}
 	}

@@ -1,0 +1,425 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+)
+
+// DefaultDomain is the cluster domain, as kubeadm and kind configure it.
+const DefaultDomain = "cluster.local"
+
+// Options configure a Network.
+type Options struct {
+	// Domain is the cluster domain; default DefaultDomain.
+	Domain string
+	// DNS is the cluster DNS server's address: the kube-dns Service's cluster IP. The zero Addr
+	// means the cluster has no DNS server; queries to it are not answered.
+	DNS netip.Addr
+	// Services and EndpointSlices are the control plane's, as an informer keeps them. Required.
+	Services       corelisters.ServiceLister
+	EndpointSlices discoverylisters.EndpointSliceLister
+	// Reachable says whether packets pass between two nodes (a partition); nil: always. Traffic
+	// within a node always passes.
+	Reachable func(from, to string) bool
+}
+
+// Network is the address space of the emulated cluster.
+type Network struct {
+	opts Options
+
+	mu    sync.Mutex
+	hosts map[netip.Addr]*Interface
+}
+
+// New returns a network with no address attached.
+func New(opts Options) (*Network, error) {
+	if opts.Services == nil || opts.EndpointSlices == nil {
+		return nil, errors.New("network: Options.Services and Options.EndpointSlices are required")
+	}
+	if opts.Domain == "" {
+		opts.Domain = DefaultDomain
+	}
+	if opts.Reachable == nil {
+		opts.Reachable = func(string, string) bool { return true }
+	}
+	return &Network{opts: opts, hosts: map[netip.Addr]*Interface{}}, nil
+}
+
+// Domain is the cluster domain.
+func (n *Network) Domain() string { return n.opts.Domain }
+
+// DNS is the cluster DNS server's address; the zero Addr when there is none.
+func (n *Network) DNS() netip.Addr { return n.opts.DNS }
+
+// Interface is one address on the network: a pod sandbox's or a node's.
+type Interface struct {
+	net  *Network
+	addr netip.Addr
+	node string
+
+	// mu guards the fields below; it is never held while n.mu is taken.
+	mu        sync.Mutex
+	closed    bool
+	listeners map[uint16]acceptor
+	nextPort  uint16
+}
+
+// acceptor takes the server side of a new connection.
+type acceptor interface {
+	accept(net.Conn) error
+	close()
+}
+
+// Attach puts addr on the network, on node. An address is attached once until its interface is
+// closed.
+func (n *Network) Attach(addr netip.Addr, node string) (*Interface, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, taken := n.hosts[addr]; taken {
+		return nil, fmt.Errorf("network: address %s is already attached", addr)
+	}
+	i := &Interface{net: n, addr: addr, node: node, listeners: map[uint16]acceptor{}, nextPort: 32768}
+	n.hosts[addr] = i
+	return i, nil
+}
+
+// Addr is the interface's address.
+func (i *Interface) Addr() netip.Addr { return i.addr }
+
+// Close takes the address off the network: its listeners stop accepting and nothing reaches it
+// any more. Established connections stay open until their ends close them.
+func (i *Interface) Close() {
+	i.net.mu.Lock()
+	if i.net.hosts[i.addr] == i {
+		delete(i.net.hosts, i.addr)
+	}
+	i.net.mu.Unlock()
+	i.mu.Lock()
+	i.closed = true
+	ls := i.listeners
+	i.listeners = map[uint16]acceptor{}
+	i.mu.Unlock()
+	for _, l := range ls {
+		l.close()
+	}
+}
+
+// Listen opens a TCP listener on port of the interface's address.
+func (i *Interface) Listen(port uint16) (net.Listener, error) {
+	l := &listener{iface: i, port: port, conns: make(chan net.Conn), done: make(chan struct{})}
+	if err := i.bind(port, l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Serve serves HTTP with h on port: every connection to it gets its own HTTP server. stop unbinds
+// the port; connections already open are served to their end.
+func (i *Interface) Serve(port uint16, h http.Handler) (stop func(), err error) {
+	a := &httpAcceptor{handler: h}
+	if err := i.bind(port, a); err != nil {
+		return nil, err
+	}
+	return func() { i.unbind(port, a) }, nil
+}
+
+func (i *Interface) bind(port uint16, a acceptor) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if port == 0 {
+		return fmt.Errorf("listen tcp %s: port 0 is not supported", i.addr)
+	}
+	if i.closed {
+		return &net.OpError{Op: "listen", Net: "tcp", Addr: tcpAddr(i.addr, port), Err: errors.New("cannot assign requested address")}
+	}
+	if _, taken := i.listeners[port]; taken {
+		return &net.OpError{Op: "listen", Net: "tcp", Addr: tcpAddr(i.addr, port), Err: errors.New("bind: address already in use")}
+	}
+	i.listeners[port] = a
+	return nil
+}
+
+func (i *Interface) unbind(port uint16, a acceptor) {
+	i.mu.Lock()
+	if i.listeners[port] == a {
+		delete(i.listeners, port)
+	}
+	i.mu.Unlock()
+	a.close()
+}
+
+// Listening reports whether something accepts connections on port.
+func (i *Interface) Listening(port uint16) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	_, ok := i.listeners[port]
+	return ok
+}
+
+func (i *Interface) ephemeralPort() uint16 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	p := i.nextPort
+	if i.nextPort++; i.nextPort == 0 || i.nextPort > 60999 {
+		i.nextPort = 32768
+	}
+	return p
+}
+
+// Errors as the kernel reports them.
+var (
+	errRefused     = errors.New("connect: connection refused")
+	errUnreachable = errors.New("connect: no route to host")
+)
+
+// Dial opens a TCP connection from the interface to address ("ip:port"). A Service's cluster IP
+// reaches one of its ready endpoints, chosen at random as kube-proxy's rules choose; an address
+// that is not up, or is cut off from this one, is unreachable; a port nobody listens on refuses.
+func (i *Interface) Dial(ctx context.Context, address string) (net.Conn, error) {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("address %s: not an IP and port", address)}
+	}
+	opErr := func(err error) error {
+		return &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(ap), Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, opErr(err)
+	}
+	target := ap
+	if svcTarget, isService, err := i.net.route(ap); isService {
+		if err != nil {
+			return nil, opErr(err)
+		}
+		target = svcTarget
+	}
+	peer := i.net.peer(i, target.Addr())
+	if peer == nil {
+		return nil, opErr(errUnreachable)
+	}
+	peer.mu.Lock()
+	a := peer.listeners[target.Port()]
+	peer.mu.Unlock()
+	if a == nil {
+		return nil, opErr(errRefused)
+	}
+	localIP := i.addr
+	if ap.Addr().IsLoopback() {
+		localIP = ap.Addr()
+	}
+	local := tcpAddr(localIP, i.ephemeralPort())
+	cc, sc := connPair(local, net.TCPAddrFromAddrPort(ap), net.TCPAddrFromAddrPort(target))
+	if err := a.accept(sc); err != nil {
+		_ = cc.Close()
+		_ = sc.Close()
+		return nil, opErr(errRefused)
+	}
+	return cc, nil
+}
+
+// Ping sends an ICMP echo to addr: nil when a reply comes back. A Service's cluster IP answers
+// no echo (kube-proxy's iptables rules route TCP and UDP only).
+func (i *Interface) Ping(ctx context.Context, addr netip.Addr) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if i.net.peer(i, addr) == nil {
+		return fmt.Errorf("no reply from %s", addr)
+	}
+	return nil
+}
+
+// peer is the interface at addr as seen from i: nil when nothing is up there or the two nodes
+// cannot reach each other. The loopback address is i itself.
+func (n *Network) peer(from *Interface, addr netip.Addr) *Interface {
+	if addr.IsLoopback() || addr == from.addr {
+		return from
+	}
+	n.mu.Lock()
+	to := n.hosts[addr]
+	n.mu.Unlock()
+	if to == nil || (to.node != from.node && !n.opts.Reachable(from.node, to.node)) {
+		return nil
+	}
+	return to
+}
+
+// route maps a Service's cluster IP and port to one of its ready endpoints. isService is false
+// when ap is not a Service's; err says why a Service's address leads nowhere.
+func (n *Network) route(ap netip.AddrPort) (target netip.AddrPort, isService bool, err error) {
+	svc := n.serviceAt(ap.Addr())
+	if svc == nil {
+		return netip.AddrPort{}, false, nil
+	}
+	idx := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
+		return p.Port == int32(ap.Port()) && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP)
+	})
+	if idx < 0 {
+		return netip.AddrPort{}, true, errRefused
+	}
+	port := svc.Spec.Ports[idx]
+	var targets []netip.AddrPort
+	for _, slice := range n.slicesOf(svc) {
+		sp := slices.IndexFunc(slice.Ports, func(p discoveryv1.EndpointPort) bool {
+			return ptrValue(p.Name) == port.Name && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) && p.Port != nil
+		})
+		if sp < 0 {
+			continue
+		}
+		for _, ep := range slice.Endpoints {
+			if !ready(ep) {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				if ip, err := netip.ParseAddr(a); err == nil {
+					targets = append(targets, netip.AddrPortFrom(ip, uint16(*slice.Ports[sp].Port)))
+				}
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return netip.AddrPort{}, true, errRefused // kube-proxy rejects: the Service has no endpoints
+	}
+	return targets[rand.IntN(len(targets))], true, nil
+}
+
+// serviceAt is the Service whose cluster IP is addr, or nil.
+func (n *Network) serviceAt(addr netip.Addr) *corev1.Service {
+	svcs, err := n.opts.Services.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	for _, svc := range svcs {
+		for _, ip := range svc.Spec.ClusterIPs {
+			if a, err := netip.ParseAddr(ip); err == nil && a == addr {
+				return svc
+			}
+		}
+	}
+	return nil
+}
+
+// slicesOf lists the EndpointSlices of a Service.
+func (n *Network) slicesOf(svc *corev1.Service) []*discoveryv1.EndpointSlice {
+	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc.Name})
+	slices, err := n.opts.EndpointSlices.EndpointSlices(svc.Namespace).List(sel)
+	if err != nil {
+		return nil
+	}
+	return slices
+}
+
+// ready is CoreDNS's and kube-proxy's reading of an endpoint's condition: unset means ready.
+func ready(ep discoveryv1.Endpoint) bool {
+	return ep.Conditions.Ready == nil || *ep.Conditions.Ready
+}
+
+func ptrValue(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func tcpAddr(ip netip.Addr, port uint16) *net.TCPAddr {
+	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, port))
+}
+
+// listener is a net.Listener bound to one port of an interface.
+type listener struct {
+	iface     *Interface
+	port      uint16
+	conns     chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *listener) accept(c net.Conn) error {
+	select {
+	case l.conns <- c:
+		return nil
+	case <-l.done:
+		return net.ErrClosed
+	}
+}
+
+func (l *listener) close() { l.closeOnce.Do(func() { close(l.done) }) }
+
+// Accept waits for the next connection.
+func (l *listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: net.ErrClosed}
+	}
+}
+
+// Close unbinds the port.
+func (l *listener) Close() error {
+	l.iface.unbind(l.port, l)
+	return nil
+}
+
+// Addr is the address the listener is bound to.
+func (l *listener) Addr() net.Addr { return tcpAddr(l.iface.addr, l.port) }
+
+// httpAcceptor serves HTTP on every connection it is given.
+type httpAcceptor struct{ handler http.Handler }
+
+func (a *httpAcceptor) accept(c net.Conn) error {
+	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: httpReadHeaderTimeout}
+	go func() { _ = srv.Serve(&oneConn{conn: c, done: make(chan struct{})}) }()
+	return nil
+}
+
+func (a *httpAcceptor) close() {}
+
+// httpReadHeaderTimeout bounds a client that connects and sends nothing.
+const httpReadHeaderTimeout = 30 * time.Second
+
+// oneConn is a listener that yields one connection, then blocks until that connection closes.
+type oneConn struct {
+	conn net.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func (o *oneConn) Accept() (net.Conn, error) {
+	var c net.Conn
+	o.once.Do(func() { c = &closeNotify{Conn: o.conn, done: o.done} })
+	if c != nil {
+		return c, nil
+	}
+	<-o.done
+	return nil, net.ErrClosed
+}
+
+func (o *oneConn) Close() error   { return nil }
+func (o *oneConn) Addr() net.Addr { return o.conn.LocalAddr() }
+
+// closeNotify closes done when the connection is closed.
+type closeNotify struct {
+	net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *closeNotify) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
