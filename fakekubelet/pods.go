@@ -68,6 +68,8 @@ type pods struct {
 	queue    workqueue.TypedDelayingInterface[types.UID]
 	nodes    *nodes.Set
 	events   *events
+	// envSources give the ConfigMaps and Secrets containers' environments refer to.
+	envSources runtime.EnvSources
 
 	mu     sync.Mutex
 	states map[types.UID]*podState
@@ -297,9 +299,14 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		st.backoff.Next(s.BackoffKey, s.BackoffSince)
 	}
 	delete(st.reasons, c.Name)
-	env, err := runtime.EnvOf(pod, c, rt.IP, p.hostIP(pod))
+	env, err := runtime.EnvOf(ctx, pod, c, rt.IP, p.hostIP(pod), p.envSources)
 	if err != nil {
-		klog.FromContext(ctx).Info("Starting the container with part of its environment", "pod", klog.KObj(pod), "container", c.Name, "problem", err.Error())
+		// The kubelet's startContainer fails before creating anything; the pod worker tries the
+		// sync again after its back-off period.
+		st.reasons[c.Name] = status.Waiting{Reason: status.ReasonCreateContainerConfigError, Message: err.Error()}
+		p.events.container(pod, c, corev1.EventTypeWarning, eventFailed, "Error: %s", err)
+		p.queue.AddAfter(pod.UID, syncErrorBackOff)
+		return
 	}
 	if inst, err := p.rt.Start(pod, c, env); err != nil {
 		klog.FromContext(ctx).V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.Name, "err", err)

@@ -1,44 +1,151 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 )
 
-// EnvOf resolves a container's environment as the kubelet does: values with $(VAR) references
-// to earlier variables expanded, and the downward API (fieldRef, resourceFieldRef) filled in from
-// the pod, its node's IP and its own IP. References to ConfigMaps and Secrets are not resolved;
-// they are reported as errors naming the variable, so a caller can say what is missing.
-func EnvOf(pod *corev1.Pod, c *corev1.Container, podIP, hostIP string) ([]string, error) {
-	vars := make([]string, 0, len(c.Env))
+// EnvSources give the ConfigMaps and Secrets a container's environment refers to, as the
+// kubelet's ConfigMap and Secret managers do: an API NotFound error when one does not exist.
+type EnvSources interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+}
+
+// EnvOf resolves a container's environment as the kubelet does (pkg/kubelet/kubelet_pods.go
+// makeEnvironmentVariables): envFrom first, ConfigMaps' and Secrets' keys with their prefix, then
+// env in order, each replacing a variable of the same name — literal values with $(VAR)
+// references expanded, the downward API (fieldRef, resourceFieldRef) filled in from the pod, its
+// node's IP and its own IP, and configMapKeyRef and secretKeyRef read through sources. A
+// reference that cannot be resolved and is not optional — a missing ConfigMap or Secret, a
+// missing key — is the error, with the kubelet's message; the container must not start
+// (CreateContainerConfigError). Variables keep the order they are declared in; envFrom's are
+// sorted by name.
+func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hostIP string, sources EnvSources) ([]string, error) {
 	values := map[string]string{}
-	var problems []string
+	var order []string
+	set := func(name, value string) {
+		if _, ok := values[name]; !ok {
+			order = append(order, name)
+		}
+		values[name] = value
+	}
+	configMaps := map[string]*corev1.ConfigMap{}
+	secrets := map[string]*corev1.Secret{}
+	configMap := func(name string) (*corev1.ConfigMap, error) {
+		if cm, ok := configMaps[name]; ok {
+			return cm, nil
+		}
+		if sources == nil {
+			return nil, fmt.Errorf("couldn't get configMap %s/%s, no kubeClient defined", pod.Namespace, name)
+		}
+		cm, err := sources.ConfigMap(ctx, pod.Namespace, name)
+		if err == nil {
+			configMaps[name] = cm
+		}
+		return cm, err
+	}
+	secret := func(name string) (*corev1.Secret, error) {
+		if s, ok := secrets[name]; ok {
+			return s, nil
+		}
+		if sources == nil {
+			return nil, fmt.Errorf("couldn't get secret %s/%s, no kubeClient defined", pod.Namespace, name)
+		}
+		s, err := sources.Secret(ctx, pod.Namespace, name)
+		if err == nil {
+			secrets[name] = s
+		}
+		return s, err
+	}
+	skip := func(err error, optional *bool) bool { return apierrors.IsNotFound(err) && ptr.Deref(optional, false) }
+
+	for _, from := range c.EnvFrom {
+		data := map[string]string{}
+		switch {
+		case from.ConfigMapRef != nil:
+			cm, err := configMap(from.ConfigMapRef.Name)
+			if skip(err, from.ConfigMapRef.Optional) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			maps.Copy(data, cm.Data)
+		case from.SecretRef != nil:
+			s, err := secret(from.SecretRef.Name)
+			if skip(err, from.SecretRef.Optional) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(data)) {
+			set(from.Prefix+k, data[k])
+		}
+	}
 	for _, e := range c.Env {
 		var v string
 		switch {
-		case e.ValueFrom == nil:
+		case e.Value != "" || e.ValueFrom == nil:
 			v = expandVars(e.Value, values)
 		case e.ValueFrom.FieldRef != nil:
 			var err error
-			v, err = fieldValue(pod, e.ValueFrom.FieldRef.FieldPath, podIP, hostIP)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("env %s: %v", e.Name, err))
-				continue
+			if v, err = fieldValue(pod, e.ValueFrom.FieldRef.FieldPath, podIP, hostIP); err != nil {
+				return nil, err
 			}
 		case e.ValueFrom.ResourceFieldRef != nil:
 			v = resourceValue(c, e.ValueFrom.ResourceFieldRef)
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			ref := e.ValueFrom.ConfigMapKeyRef
+			cm, err := configMap(ref.Name)
+			if skip(err, ref.Optional) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			var ok bool
+			if v, ok = cm.Data[ref.Key]; !ok {
+				if ptr.Deref(ref.Optional, false) {
+					continue
+				}
+				return nil, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
+			}
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			s, err := secret(ref.Name)
+			if skip(err, ref.Optional) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			b, ok := s.Data[ref.Key]
+			if !ok {
+				if ptr.Deref(ref.Optional, false) {
+					continue
+				}
+				return nil, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
+			}
+			v = string(b)
 		default:
-			problems = append(problems, fmt.Sprintf("env %s: configMapKeyRef and secretKeyRef are not resolved by restartbed", e.Name))
-			continue
+			// fileKeyRef (the EnvFiles gate): the volume's file is not read by restartbed.
+			return nil, fmt.Errorf("env %s: fileKeyRef is not supported by restartbed", e.Name)
 		}
-		values[e.Name] = v
-		vars = append(vars, e.Name+"="+v)
+		set(e.Name, v)
 	}
-	if len(problems) > 0 {
-		return vars, fmt.Errorf("%s", strings.Join(problems, "; "))
+	vars := make([]string, len(order))
+	for i, name := range order {
+		vars[i] = name + "=" + values[name]
 	}
 	return vars, nil
 }

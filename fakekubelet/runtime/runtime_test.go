@@ -9,12 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/network"
@@ -170,27 +172,91 @@ func TestStartErrorAndVolumes(t *testing.T) {
 	}
 }
 
+// sources are fixed ConfigMaps and Secrets in namespace ns.
+type sources struct {
+	configMaps map[string]*corev1.ConfigMap
+	secrets    map[string]*corev1.Secret
+}
+
+func (s sources) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	if cm, ok := s.configMaps[ns+"/"+name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+}
+
+func (s sources) Secret(_ context.Context, ns, name string) (*corev1.Secret, error) {
+	if sec, ok := s.secrets[ns+"/"+name]; ok {
+		return sec, nil
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
+}
+
 func TestEnvOf(t *testing.T) {
 	pod := testPod()
 	pod.Labels = map[string]string{"app": "x"}
 	pod.Spec.ServiceAccountName = "agent"
-	c := &corev1.Container{Name: "c", Env: []corev1.EnvVar{
-		{Name: "A", Value: "1"},
-		{Name: "B", Value: "$(A)-$(MISSING)-$$(A)"},
-		{Name: "NS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
-		{Name: "APP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
-		{Name: "SA", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.serviceAccountName"}}},
-		{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-		{Name: "HOST", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
-		{Name: "CM", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Key: "k"}}},
-	}}
-	env, err := EnvOf(pod, c, "10.64.0.2", "172.16.0.1")
-	want := "A=1 B=1-$(MISSING)-$(A) NS=ns APP=x SA=agent IP=10.64.0.2 HOST=172.16.0.1"
-	if got := strings.Join(env, " "); got != want {
-		t.Errorf("env %q, want %q", got, want)
+	src := sources{
+		configMaps: map[string]*corev1.ConfigMap{"ns/cfg": {Data: map[string]string{"k": "v", "B": "from-cm", "Z": "z"}}},
+		secrets:    map[string]*corev1.Secret{"ns/sec": {Data: map[string][]byte{"token": []byte("s3cr3t")}}},
 	}
-	if err == nil || !strings.Contains(err.Error(), "env CM") {
-		t.Errorf("unresolved configMapKeyRef not reported: %v", err)
+	env := func(name string, from *corev1.EnvVarSource) corev1.EnvVar { return corev1.EnvVar{Name: name, ValueFrom: from} }
+	cmKey := func(name, key string, optional bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: ptr.To(optional)}}
+	}
+	secretKey := func(name, key string, optional bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: ptr.To(optional)}}
+	}
+	field := func(path string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}
+	}
+	for _, tc := range []struct {
+		name    string
+		c       corev1.Container
+		want    string
+		wantErr string
+	}{
+		{name: "literals and the downward API", c: corev1.Container{Env: []corev1.EnvVar{
+			{Name: "A", Value: "1"}, {Name: "B", Value: "$(A)-$(MISSING)-$$(A)"},
+			env("NS", field("metadata.namespace")), env("APP", field("metadata.labels['app']")),
+			env("SA", field("spec.serviceAccountName")), env("IP", field("status.podIP")), env("HOST", field("status.hostIP")),
+		}}, want: "A=1 B=1-$(MISSING)-$(A) NS=ns APP=x SA=agent IP=10.64.0.2 HOST=172.16.0.1"},
+		{name: "ConfigMap and Secret keys", c: corev1.Container{Env: []corev1.EnvVar{
+			env("K", cmKey("cfg", "k", false)), env("T", secretKey("sec", "token", false)), {Name: "BOTH", Value: "$(K)/$(T)"},
+		}}, want: "K=v T=s3cr3t BOTH=v/s3cr3t"},
+		{name: "envFrom with a prefix, env replaces it", c: corev1.Container{
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}},
+				{Prefix: "S_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}}},
+			Env: []corev1.EnvVar{{Name: "B", Value: "mine-$(Z)"}}}, want: "B=mine-z Z=z k=v S_token=s3cr3t"},
+		{name: "optional references to what is missing are left out", c: corev1.Container{
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "none"}, Optional: ptr.To(true)}}},
+			Env: []corev1.EnvVar{env("X", cmKey("none", "k", true)), env("Y", cmKey("cfg", "nokey", true)), env("W", secretKey("sec", "nokey", true)), {Name: "Z", Value: "z"}}},
+			want: "Z=z"},
+		{name: "a missing ConfigMap", c: corev1.Container{Env: []corev1.EnvVar{env("X", cmKey("none", "k", false))}},
+			wantErr: `configmaps "none" not found`},
+		{name: "a missing key of a ConfigMap", c: corev1.Container{Env: []corev1.EnvVar{env("X", cmKey("cfg", "nokey", false))}},
+			wantErr: "couldn't find key nokey in ConfigMap ns/cfg"},
+		{name: "a missing Secret in envFrom", c: corev1.Container{EnvFrom: []corev1.EnvFromSource{
+			{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "none"}}}}},
+			wantErr: `secrets "none" not found`},
+		{name: "a missing key of a Secret", c: corev1.Container{Env: []corev1.EnvVar{env("X", secretKey("sec", "nokey", false))}},
+			wantErr: "couldn't find key nokey in Secret ns/sec"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.Name = "c"
+			got, err := EnvOf(context.Background(), pod, &tc.c, "10.64.0.2", "172.16.0.1", src)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, " ") != tc.want {
+				t.Fatalf("env %q (%v), want %q", strings.Join(got, " "), err, tc.want)
+			}
+		})
 	}
 }
 

@@ -22,6 +22,9 @@ const (
 	ReasonPodInitializing        = "PodInitializing"
 	ReasonCrashLoopBackOff       = "CrashLoopBackOff"
 	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
+	// ReasonCreateContainerConfigError: the container's configuration (its environment's
+	// ConfigMaps and Secrets) could not be assembled, so it was not created.
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
 
 	messageRestartingAll = "The container is removed because RestartAllContainers in place"
 	messageStatusUnknown = "The container could not be located when the pod was deleted.  The container used to be Running"
