@@ -336,15 +336,7 @@ func wget(ctx context.Context, c *call) int {
 	}
 	ctx, cancel := c.withTimeout(ctx, timeout)
 	defer cancel()
-	header := http.Header{"User-Agent": {"Wget"}}
-	if h, ok := values['H']; ok {
-		if k, v, ok := strings.Cut(h, ":"); ok {
-			header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
-		}
-	}
-	if ua, ok := values['U']; ok {
-		header.Set("User-Agent", ua)
-	}
+	header := requestHeader(http.Header{"User-Agent": {"Wget"}}, values['H'], values['U'])
 	method := http.MethodGet
 	if flags['s'] {
 		method = http.MethodHead
@@ -401,6 +393,18 @@ func wget(ctx context.Context, c *call) int {
 	return 0
 }
 
+// requestHeader is a client's default header with a "Key: value" header option and a user-agent
+// option applied (each empty when not given).
+func requestHeader(header http.Header, extra, userAgent string) http.Header {
+	if k, v, ok := strings.Cut(extra, ":"); ok {
+		header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	if userAgent != "" {
+		header.Set("User-Agent", userAgent)
+	}
+	return header
+}
+
 func hostOf(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.Host != "" {
 		return u.Host
@@ -444,15 +448,7 @@ func curl(ctx context.Context, c *call) int {
 	}
 	ctx, cancel := c.withTimeout(ctx, timeout)
 	defer cancel()
-	header := http.Header{"User-Agent": {"curl"}, "Accept": {"*/*"}}
-	if h, ok := values['H']; ok {
-		if k, v, ok := strings.Cut(h, ":"); ok {
-			header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
-		}
-	}
-	if ua, ok := values['A']; ok {
-		header.Set("User-Agent", ua)
-	}
+	header := requestHeader(http.Header{"User-Agent": {"curl"}, "Accept": {"*/*"}}, values['H'], values['A'])
 	method := http.MethodGet
 	if flags['I'] {
 		method = http.MethodHead

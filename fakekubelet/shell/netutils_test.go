@@ -49,6 +49,10 @@ func netEnv(t *testing.T) (Env, *strings.Builder) {
 	self, _ := n.Attach(netip.MustParseAddr("10.64.0.2"), "node-a")
 	peer, _ := n.Attach(netip.MustParseAddr("10.64.1.2"), "node-b")
 	if _, err := peer.Serve(8081, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ua" {
+			_, _ = io.WriteString(w, r.UserAgent()+" "+r.Header.Get("X-Test")+"\n")
+			return
+		}
 		if r.URL.Path != "/ready" {
 			http.NotFound(w, r)
 			return
@@ -95,6 +99,7 @@ func TestNetworkUtilities(t *testing.T) {
 		{"curl", "curl -s http://web/ready; curl -s -o /dev/null -w '%{http_code}\\n' http://web/x", 0, "ready\n404\n"},
 		{"curl exit codes", "curl -sf http://web/x; echo $?; curl -s http://nope/; echo $?; curl -sS http://10.64.1.2:9/; echo $?", 0,
 			"22\n6\ncurl: (7) Failed to connect to 10.64.1.2: Connection refused\n7\n"},
+		{"request headers", "wget -qO- -U probe --header 'X-Test: 1' http://web/ua; curl -s -H 'X-Test: 2' http://web/ua", 0, "probe 1\ncurl 2\n"},
 		{"nc -z", "nc -z js-rjob-0-1.js 8081 && echo open; nc -z js-rjob-0-1.js 9 || echo closed", 0, "open\nclosed\n"},
 		{"nc server and client", "nc -l -p 9000 > /tmp/got & until echo hi | nc 127.0.0.1 9000 2>/dev/null; do :; done; wait; cat /tmp/got", 0, "hi\n"},
 		{"HTTP by hand over nc", `printf 'GET /ready HTTP/1.0\r\n\r\n' | nc web 80 | tail -n 1`, 0, "ready\n"},
