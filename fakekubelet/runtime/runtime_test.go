@@ -200,7 +200,9 @@ func TestEnvOf(t *testing.T) {
 		configMaps: map[string]*corev1.ConfigMap{"ns/cfg": {Data: map[string]string{"k": "v", "B": "from-cm", "Z": "z"}}},
 		secrets:    map[string]*corev1.Secret{"ns/sec": {Data: map[string][]byte{"token": []byte("s3cr3t")}}},
 	}
-	env := func(name string, from *corev1.EnvVarSource) corev1.EnvVar { return corev1.EnvVar{Name: name, ValueFrom: from} }
+	env := func(name string, from *corev1.EnvVarSource) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: from}
+	}
 	cmKey := func(name, key string, optional bool) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: ptr.To(optional)}}
@@ -232,7 +234,7 @@ func TestEnvOf(t *testing.T) {
 			Env: []corev1.EnvVar{{Name: "B", Value: "mine-$(Z)"}}}, want: "B=mine-z Z=z k=v S_token=s3cr3t"},
 		{name: "optional references to what is missing are left out", c: corev1.Container{
 			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "none"}, Optional: ptr.To(true)}}},
-			Env: []corev1.EnvVar{env("X", cmKey("none", "k", true)), env("Y", cmKey("cfg", "nokey", true)), env("W", secretKey("sec", "nokey", true)), {Name: "Z", Value: "z"}}},
+			Env:     []corev1.EnvVar{env("X", cmKey("none", "k", true)), env("Y", cmKey("cfg", "nokey", true)), env("W", secretKey("sec", "nokey", true)), {Name: "Z", Value: "z"}}},
 			want: "Z=z"},
 		{name: "a missing ConfigMap", c: corev1.Container{Env: []corev1.EnvVar{env("X", cmKey("none", "k", false))}},
 			wantErr: `configmaps "none" not found`},
