@@ -20,6 +20,8 @@ const (
 	eventBackOff   = "BackOff"
 	eventFailed    = "Failed"
 	eventUnhealthy = "Unhealthy"
+	// eventFailedMount: a volume of the pod could not be set up.
+	eventFailedMount = "FailedMount"
 
 	// The scheduler's.
 	eventScheduled        = "Scheduled"
@@ -71,6 +73,16 @@ func (e *events) container(pod *corev1.Pod, c *corev1.Container, eventType, reas
 	}
 	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
 		ResourceVersion: pod.ResourceVersion, FieldPath: field}
+	e.recorder(pod.Spec.NodeName).Eventf(ref, eventType, reason, format, args...)
+}
+
+// pod records an event about the pod as a whole.
+func (e *events) pod(pod *corev1.Pod, eventType, reason, format string, args ...any) {
+	if e.lost(pod.Spec.NodeName) {
+		return
+	}
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		ResourceVersion: pod.ResourceVersion}
 	e.recorder(pod.Spec.NodeName).Eventf(ref, eventType, reason, format, args...)
 }
 

@@ -196,6 +196,7 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 // pod informer.
 func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerFactory) error {
 	rules := restart.Rules{RestartAll: k.opts.FeatureGates[GateRestartAllContainers]}
+	sources := apiSources{client: k.client, configMaps: factory.Core().V1().ConfigMaps().Lister(), secrets: factory.Core().V1().Secrets().Lister()}
 	statusClient, err := kubernetes.NewForConfig(k.clientConfig("restartbed-kubelet-status"))
 	if err != nil {
 		return fmt.Errorf("fakekubelet: status client: %w", err)
@@ -204,7 +205,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
 		nodes: k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
 		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release,
-		envSources: envSources{client: k.client, configMaps: factory.Core().V1().ConfigMaps().Lister(), secrets: factory.Core().V1().Secrets().Lister()}}
+		sources: sources}
 	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules, Held: p.cutOff})
 	if err != nil {
 		return err
@@ -218,7 +219,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p.informer = informer
 	v := version.MustParseSemantic(k.opts.KubeletVersion) // checked by Options.complete
-	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Network: k.network, Notify: func(uid types.UID) { p.queue.Add(uid) },
+	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Network: k.network, Sources: sources, Notify: func(uid types.UID) { p.queue.Add(uid) },
 		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
 		ConfigFor: func(pod *corev1.Pod) *rest.Config {
 			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)
@@ -233,8 +234,10 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p.rt = k.rt
 	k.pods = p
-	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.onPod})
-	return err
+	if _, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.onPod}); err != nil {
+		return err
+	}
+	return k.refreshVolumesOn(ctx, factory)
 }
 
 // clientConfig is the kubelet's rest.Config with the apiserver's limits instead of client-side

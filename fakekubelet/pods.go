@@ -68,8 +68,8 @@ type pods struct {
 	queue    workqueue.TypedDelayingInterface[types.UID]
 	nodes    *nodes.Set
 	events   *events
-	// envSources give the ConfigMaps and Secrets containers' environments refer to.
-	envSources runtime.EnvSources
+	// sources give the ConfigMaps and Secrets containers' environments refer to.
+	sources runtime.Sources
 
 	mu     sync.Mutex
 	states map[types.UID]*podState
@@ -216,7 +216,16 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		if err != nil {
 			return err
 		}
-		p.rt.RunSandbox(pod, ip.String())
+		if err := p.rt.RunSandbox(ctx, pod, ip.String()); err != nil {
+			// The kubelet publishes the pod's status, then waits for its volumes: the
+			// containers stay ContainerCreating and the sync is tried again after the back-off.
+			p.releaseIP(pod.UID)
+			p.events.pod(pod, corev1.EventTypeWarning, eventFailedMount, "%s", err)
+			p.queue.AddAfter(pod.UID, syncErrorBackOff)
+			in.Runtime = &container.PodStatus{UID: pod.UID} // no sandbox, nothing created
+			waiting := podactions.Compute(in)
+			return p.apply(ctx, pod, st, in.Runtime, &podactions.Actions{Publish: waiting.Publish, Status: waiting.Status})
+		}
 		in = p.input(pod, st, n)
 		actions = podactions.Compute(in)
 	}
@@ -299,7 +308,7 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		st.backoff.Next(s.BackoffKey, s.BackoffSince)
 	}
 	delete(st.reasons, c.Name)
-	env, err := runtime.EnvOf(ctx, pod, c, rt.IP, p.hostIP(pod), p.envSources)
+	env, err := runtime.EnvOf(ctx, pod, c, rt.IP, p.hostIP(pod), p.sources)
 	if err != nil {
 		// The kubelet's startContainer fails before creating anything; the pod worker tries the
 		// sync again after its back-off period.

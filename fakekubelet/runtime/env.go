@@ -13,9 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// EnvSources give the ConfigMaps and Secrets a container's environment refers to, as the
+// Sources give the ConfigMaps and Secrets that containers' environments and volumes refer to, as the
 // kubelet's ConfigMap and Secret managers do: an API NotFound error when one does not exist.
-type EnvSources interface {
+type Sources interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 }
@@ -29,7 +29,7 @@ type EnvSources interface {
 // missing key — is the error, with the kubelet's message; the container must not start
 // (CreateContainerConfigError). Variables keep the order they are declared in; envFrom's are
 // sorted by name.
-func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hostIP string, sources EnvSources) ([]string, error) {
+func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hostIP string, sources Sources) ([]string, error) {
 	values := map[string]string{}
 	var order []string
 	set := func(name, value string) {

@@ -53,6 +53,9 @@ type Options struct {
 	// ProbeUserAgent is the User-Agent of HTTP probes; the kubelet sends kube-probe/<major>.<minor>
 	// of its version. Default: kube-probe.
 	ProbeUserAgent string
+	// Sources give the ConfigMaps and Secrets that configMap, secret and projected volumes
+	// project; nil: such volumes fail to mount unless optional.
+	Sources Sources
 	// Network is the pod network sandboxes attach their address to; nil: pods have no network
 	// (names do not resolve, nothing is reachable) and no /etc/hosts or /etc/resolv.conf.
 	Network *network.Network
@@ -136,8 +139,24 @@ type forcedExit struct {
 	oom  bool
 }
 
-// RunSandbox creates the pod's sandbox with its IP and volumes; it is a no-op if it exists.
-func (r *Runtime) RunSandbox(pod *corev1.Pod, ip string) {
+// RunSandbox creates the pod's sandbox with its IP and volumes; it is a no-op if it exists. A
+// volume that cannot be set up (a required ConfigMap, Secret or key is missing) is a
+// *MountError, and no sandbox is created.
+func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) error {
+	projected := map[string]map[string]projectedFile{}
+	if !r.HasSandbox(pod.UID) {
+		for i := range pod.Spec.Volumes {
+			v := &pod.Spec.Volumes[i]
+			if !projects(v) {
+				continue
+			}
+			files, err := projection(ctx, pod, v, r.opts.Sources, ip)
+			if err != nil {
+				return &MountError{Volume: v.Name, Err: err}
+			}
+			projected[v.Name] = files
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sb := r.pods[pod.UID]; sb != nil {
@@ -145,7 +164,7 @@ func (r *Runtime) RunSandbox(pod *corev1.Pod, ip string) {
 		if sb.iface == nil {
 			sb.iface = r.attach(sb)
 		}
-		return
+		return nil
 	}
 	sb := &sandbox{uid: pod.UID, node: pod.Spec.NodeName, ip: ip, ready: true, fs: vfs.NewPod(r.opts.Clock),
 		volumes: map[string]*vfs.Volume{}, attempts: map[string]int{}}
@@ -163,12 +182,41 @@ func (r *Runtime) RunSandbox(pod *corev1.Pod, ip string) {
 		sb.names[network.HostnamePath] = []byte(sb.hostname + "\n")
 	}
 	for _, v := range pod.Spec.Volumes {
-		sb.volumes[v.Name] = r.volume(sb, pod, &v)
+		sb.volumes[v.Name] = r.volume(sb, pod, &v, projected)
 	}
 	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 		sb.serviceAccount = serviceAccountVolume(sb, pod)
 	}
 	r.pods[pod.UID] = sb
+	return nil
+}
+
+// RefreshVolumes projects the pod's configMap, secret, downwardAPI and projected volumes again,
+// as the kubelet's volume manager does on its periodic remount: updates reach the files;
+// a volume whose source cannot be read keeps its content.
+func (r *Runtime) RefreshVolumes(ctx context.Context, pod *corev1.Pod) {
+	r.mu.Lock()
+	sb := r.pods[pod.UID]
+	r.mu.Unlock()
+	if sb == nil {
+		return
+	}
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if !projects(v) {
+			continue
+		}
+		files, err := projection(ctx, pod, v, r.opts.Sources, sb.ip)
+		if err != nil {
+			continue
+		}
+		r.mu.Lock()
+		vol := sb.volumes[v.Name]
+		r.mu.Unlock()
+		if vol != nil {
+			writeProjection(vol.FS(sb.fs), files)
+		}
+	}
 }
 
 // attach puts the sandbox's address on the network; nil when there is none or the address is

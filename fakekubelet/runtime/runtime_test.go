@@ -70,7 +70,7 @@ func testPod() *corev1.Pod {
 func TestExitReasonsAttemptsAndRemoval(t *testing.T) {
 	h := newHarness(t)
 	pod := testPod()
-	h.rt.RunSandbox(pod, "10.64.0.2")
+	mustRunSandbox(t, h.rt, pod, "10.64.0.2")
 	c := &corev1.Container{Name: "c", Image: "busybox", Command: []string{"sh", "-c", "exit 3"},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
 	c.Command = []string{"sh", "-c", "echo boom; exit 3"}
@@ -111,7 +111,7 @@ func TestExitReasonsAttemptsAndRemoval(t *testing.T) {
 func TestStopGraceAndFaults(t *testing.T) {
 	h := newHarness(t)
 	pod := testPod()
-	h.rt.RunSandbox(pod, "10.64.0.2")
+	mustRunSandbox(t, h.rt, pod, "10.64.0.2")
 	ignoring := &corev1.Container{Name: "sleeper", Command: []string{"sh", "-c", "sleep 3600"}}
 	inst, _ := h.rt.Start(pod, ignoring, nil)
 	h.rt.Stop(pod.UID, inst.ID, 2*time.Second)
@@ -148,7 +148,7 @@ func TestStopGraceAndFaults(t *testing.T) {
 func TestStartErrorAndVolumes(t *testing.T) {
 	h := newHarness(t)
 	pod := testPod()
-	h.rt.RunSandbox(pod, "10.64.0.2")
+	mustRunSandbox(t, h.rt, pod, "10.64.0.2")
 	st, err := h.rt.Start(pod, &corev1.Container{Name: "py", Command: []string{"python3", "x.py"}}, nil)
 	if err == nil || st.State != container.Exited || st.ExitCode != 128 || st.Reason != container.ReasonStartError ||
 		!strings.Contains(st.Message, `exec: "python3": executable file not found in $PATH`) {
@@ -274,7 +274,7 @@ func TestClaimVolumeIsShared(t *testing.T) {
 	}
 	c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{{Name: "ckpt", MountPath: "/ckpt"}}}
 	writer, reader := claimPod("w", "n-0"), claimPod("r", "n-1")
-	h.rt.RunSandbox(writer, "10.64.0.2")
+	mustRunSandbox(t, h.rt, writer, "10.64.0.2")
 	if _, err := h.rt.Start(writer, c, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestClaimVolumeIsShared(t *testing.T) {
 	}
 	h.rt.KillAll()
 	h.rt.RemovePod(writer.UID)
-	h.rt.RunSandbox(reader, "10.64.1.2")
+	mustRunSandbox(t, h.rt, reader, "10.64.1.2")
 	if _, err := h.rt.Start(reader, c, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestClaimVolumeIsShared(t *testing.T) {
 func TestHTTPGetRefusedNamesTheSandboxIP(t *testing.T) {
 	h := newHarness(t)
 	pod := testPod()
-	h.rt.RunSandbox(pod, "10.64.0.7")
+	mustRunSandbox(t, h.rt, pod, "10.64.0.7")
 	_, err := h.rt.HTTPGet(context.Background(), pod.UID, 8081, "/healthz", nil)
 	if err == nil || err.Error() != "dial tcp 10.64.0.7:8081: connect: connection refused" {
 		t.Fatalf("HTTPGet with nothing serving: err = %v", err)
@@ -323,7 +323,7 @@ func TestPodNetwork(t *testing.T) {
 	t.Cleanup(func() { h.rt.KillAll(); h.rt.Wait() })
 	pod := testPod()
 	pod.Spec.Hostname, pod.Spec.Subdomain = "w-0", "js"
-	h.rt.RunSandbox(pod, "10.64.0.2")
+	mustRunSandbox(t, h.rt, pod, "10.64.0.2")
 	peer, err := n.Attach(netip.MustParseAddr("10.64.1.2"), "n-1")
 	if err != nil {
 		t.Fatal(err)
@@ -355,5 +355,89 @@ func TestPodNetwork(t *testing.T) {
 	h.rt.StopSandbox(pod.UID)
 	if err := peer.Ping(context.Background(), netip.MustParseAddr("10.64.0.2")); err == nil {
 		t.Fatal("a stopped sandbox still answers")
+	}
+}
+
+func mustRunSandbox(t *testing.T, rt *Runtime, pod *corev1.Pod, ip string) {
+	t.Helper()
+	if err := rt.RunSandbox(context.Background(), pod, ip); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProjectedVolumes: configMap, secret, downwardAPI and projected volumes hold their sources'
+// keys (items and modes as given), an optional missing source gives an empty volume, a required
+// one keeps the sandbox from being created, and RefreshVolumes brings updates in.
+func TestProjectedVolumes(t *testing.T) {
+	src := sources{
+		configMaps: map[string]*corev1.ConfigMap{"ns/cfg": {Data: map[string]string{"a": "1", "b": "2"}}},
+		secrets:    map[string]*corev1.Secret{"ns/sec": {Data: map[string][]byte{"token": []byte("s3cr3t")}}},
+	}
+	h := &harness{clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), events: make(chan types.UID, 100)}
+	var err error
+	h.rt, err = New(Options{Clock: h.clock, Sources: src, Notify: func(uid types.UID) { h.events <- uid }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.rt.KillAll(); h.rt.Wait() })
+	cmRef := corev1.LocalObjectReference{Name: "cfg"}
+	pod := testPod()
+	pod.Labels = map[string]string{"app": "x", "tier": "web"}
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: cmRef}}},
+		{Name: "items", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: cmRef,
+			Items: []corev1.KeyToPath{{Key: "b", Path: "sub/bee", Mode: ptr.To[int32](0o755)}}}}},
+		{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "sec", DefaultMode: ptr.To[int32](0o400)}}},
+		{Name: "none", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "absent", Optional: ptr.To(true)}}},
+		{Name: "meta", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+			{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+			{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
+		{Name: "all", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: cmRef, Items: []corev1.KeyToPath{{Key: "a", Path: "a"}}}},
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}},
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "sa/token"}}}}}},
+	}
+	mustRunSandbox(t, h.rt, pod, "10.64.0.2")
+	c := &corev1.Container{Name: "c", Command: []string{"sleep", "inf"}}
+	for _, v := range pod.Spec.Volumes {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: "/v/" + v.Name})
+	}
+	if _, err := h.rt.Start(pod, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(script string) string {
+		t.Helper()
+		_, out, err := h.rt.Exec(context.Background(), pod.UID, "c", []string{"sh", "-c", script})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got := exec(`cat /v/cfg/a /v/cfg/b; echo; cat /v/items/sub/bee; test -x /v/items/sub/bee && echo exec; ls /v/items;` +
+		`cat /v/sec/token; echo; test -x /v/sec/token || echo no-exec; ls /v/none | wc -l; cat /v/meta/labels; echo; cat /v/meta/name; echo;` +
+		`cat /v/all/a /v/all/token; echo; cat /v/all/sa/token`)
+	want := "12\n2exec\nsub\ns3cr3t\nno-exec\n0\napp=\"x\"\ntier=\"web\"\np\n1s3cr3t\nrestartbed-token-u1"
+	if got != want {
+		t.Fatalf("volumes hold:\n%s\nwant:\n%s", got, want)
+	}
+
+	src.configMaps["ns/cfg"] = &corev1.ConfigMap{Data: map[string]string{"a": "updated"}}
+	h.rt.RefreshVolumes(context.Background(), pod)
+	if got := exec("cat /v/cfg/a; ls /v/cfg; cat /v/all/a"); got != "updateda\nupdated" {
+		t.Fatalf("after the update: %q", got)
+	}
+
+	missing := testPod()
+	missing.UID = "u2"
+	missing.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}}}}}
+	err = h.rt.RunSandbox(context.Background(), missing, "10.64.0.3")
+	if err == nil || err.Error() != `MountVolume.SetUp failed for volume "cfg" : configmaps "absent" not found` || h.rt.HasSandbox("u2") {
+		t.Fatalf("a missing ConfigMap: %v (sandbox %v)", err, h.rt.HasSandbox("u2"))
+	}
+	missing.Spec.Volumes[0].ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: cmRef, Items: []corev1.KeyToPath{{Key: "zz", Path: "zz"}}}
+	if err := h.rt.RunSandbox(context.Background(), missing, "10.64.0.3"); err == nil ||
+		!strings.HasSuffix(err.Error(), ": configmap references non-existent config key: zz") {
+		t.Fatalf("a missing key: %v", err)
 	}
 }

@@ -19,7 +19,7 @@ func serviceAccountVolume(sb *sandbox, pod *corev1.Pod) *vfs.Volume {
 	vol := sb.fs.NewVolume()
 	root := vol.FS(sb.fs)
 	_ = root.WriteFile("/namespace", []byte(pod.Namespace))
-	_ = root.WriteFile("/token", []byte("restartbed-token-"+string(pod.UID)))
+	_ = root.WriteFile("/token", []byte(serviceAccountToken(pod)))
 	_ = root.WriteFile("/ca.crt", nil)
 	return vol
 }
@@ -27,9 +27,9 @@ func serviceAccountVolume(sb *sandbox, pod *corev1.Pod) *vfs.Volume {
 // volume creates a pod volume; r.mu is held. emptyDir and every kind restartbed does not fill
 // start empty; hostPath is shared by the pods of one node; a persistentVolumeClaim by every pod
 // of the cluster that mounts the claim, and outlives them (restartbed has no storage
-// provisioner: any claim is taken as bound and ReadWriteMany); a projected volume carries the
-// service-account files a program reads (namespace, token) and its downward-API items.
-func (r *Runtime) volume(sb *sandbox, pod *corev1.Pod, v *corev1.Volume) *vfs.Volume {
+// provisioner: any claim is taken as bound and ReadWriteMany); configMap, secret, downwardAPI
+// and projected volumes hold their projection, computed before (projected, by volume name).
+func (r *Runtime) volume(sb *sandbox, pod *corev1.Pod, v *corev1.Volume, projected map[string]map[string]projectedFile) *vfs.Volume {
 	if v.PersistentVolumeClaim != nil {
 		key := pod.Namespace + "/" + v.PersistentVolumeClaim.ClaimName
 		if vol := r.claimStorage[key]; vol != nil {
@@ -53,34 +53,14 @@ func (r *Runtime) volume(sb *sandbox, pod *corev1.Pod, v *corev1.Volume) *vfs.Vo
 		return vol
 	}
 	vol := sb.fs.NewVolume()
-	if v.Projected == nil {
-		return vol
-	}
-	root := vol.FS(sb.fs)
-	for _, src := range v.Projected.Sources {
-		if src.ServiceAccountToken != nil {
-			writeItem(root, src.ServiceAccountToken.Path, "restartbed-token-"+string(pod.UID))
-		}
-		if src.DownwardAPI != nil {
-			for _, item := range src.DownwardAPI.Items {
-				if item.FieldRef == nil {
-					continue
-				}
-				if value, err := fieldValue(pod, item.FieldRef.FieldPath, sb.ip, ""); err == nil {
-					writeItem(root, item.Path, value)
-				}
-			}
-		}
+	if files, ok := projected[v.Name]; ok {
+		writeProjection(vol.FS(sb.fs), files)
 	}
 	return vol
 }
 
-// writeItem writes one projected item, creating its directories.
-func writeItem(root *vfs.FS, item, content string) {
-	p := path.Join("/", item)
-	_ = root.Mkdir(path.Dir(p), 0o755, true)
-	_ = root.WriteFile(p, []byte(content))
-}
+// serviceAccountToken is the token restartbed's pods find in their service-account files.
+func serviceAccountToken(pod *corev1.Pod) string { return "restartbed-token-" + string(pod.UID) }
 
 // writeNames writes the kubelet's name files into a container's filesystem, except where the
 // container mounts a volume of its own (the kubelet then leaves /etc/hosts to it).

@@ -265,6 +265,18 @@ func (f *FS) WriteFile(p string, data []byte) error {
 	return err
 }
 
+// Chmod sets the permission bits of the file or directory at p.
+func (f *FS) Chmod(p string, perm fs.FileMode) error {
+	f.pod.mu.Lock()
+	defer f.pod.mu.Unlock()
+	n, err := f.lookup("chmod", p)
+	if err != nil {
+		return err
+	}
+	n.perm = perm.Perm() | n.perm&(fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid)
+	return nil
+}
+
 // Stat describes the file or directory at p.
 func (f *FS) Stat(p string) (fs.FileInfo, error) {
 	f.pod.mu.Lock()

@@ -1,0 +1,94 @@
+package fakekubelet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// syncErrorBackOff is how long the pod worker waits before it tries a failed sync again (the
+// kubelet's backOffPeriod, pkg/kubelet/kubelet.go).
+const syncErrorBackOff = 10 * time.Second
+
+// apiSources reads the ConfigMaps and Secrets containers' environments and volumes refer to from the shared
+// informers, and from the apiserver when the informer has not seen one yet: the kubelet's
+// watch-based managers start watching a newly referenced object and wait for it, so an object
+// created just before its pod is found.
+type apiSources struct {
+	client     kubernetes.Interface
+	configMaps corelisters.ConfigMapLister
+	secrets    corelisters.SecretLister
+}
+
+func (s apiSources) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+	cm, err := s.configMaps.ConfigMaps(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return s.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	return cm, err
+}
+
+func (s apiSources) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	secret, err := s.secrets.Secrets(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return s.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	return secret, err
+}
+
+// refreshVolumesOn projects again the volumes of the pods that mount a ConfigMap or Secret when
+// it changes, as the kubelet's periodic remount brings updates into mounted volumes (a real
+// kubelet takes up to its sync period plus its cache's TTL; restartbed follows the informer).
+func (k *Kubelet) refreshVolumesOn(ctx context.Context, factory informers.SharedInformerFactory) error {
+	refresh := func(kind string) func(obj any) {
+		return func(obj any) {
+			meta, ok := obj.(metav1.Object)
+			if !ok {
+				return
+			}
+			for _, o := range k.pods.informer.GetStore().List() {
+				pod := o.(*corev1.Pod)
+				if pod.Namespace == meta.GetNamespace() && k.nodes.Get(pod.Spec.NodeName) != nil && mounts(pod, kind, meta.GetName()) {
+					k.rt.RefreshVolumes(ctx, pod)
+				}
+			}
+		}
+	}
+	for kind, informer := range map[string]cache.SharedIndexInformer{
+		"ConfigMap": factory.Core().V1().ConfigMaps().Informer(),
+		"Secret":    factory.Core().V1().Secrets().Informer(),
+	} {
+		on := refresh(kind)
+		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) { on(obj) }, AddFunc: on}); err != nil {
+			return fmt.Errorf("fakekubelet: %s informer: %w", kind, err)
+		}
+	}
+	return nil
+}
+
+// mounts reports whether a volume of the pod projects the named ConfigMap or Secret.
+func mounts(pod *corev1.Pod, kind, name string) bool {
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case kind == "ConfigMap" && v.ConfigMap != nil && v.ConfigMap.Name == name,
+			kind == "Secret" && v.Secret != nil && v.Secret.SecretName == name:
+			return true
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				if (kind == "ConfigMap" && src.ConfigMap != nil && src.ConfigMap.Name == name) ||
+					(kind == "Secret" && src.Secret != nil && src.Secret.Name == name) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
