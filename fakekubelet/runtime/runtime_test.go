@@ -12,14 +12,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
-	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
-	"github.com/restartbed/restartbed/fakekubelet/network"
+	"github.com/restartbed/restartbed/fakekubelet/network/networktest"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 )
 
@@ -309,13 +306,9 @@ func TestHTTPGetRefusedNamesTheSandboxIP(t *testing.T) {
 // on the network, which stopping the sandbox takes away; a container that mounts a volume at
 // /etc/hosts keeps its own.
 func TestPodNetwork(t *testing.T) {
-	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	n, err := network.New(network.Options{DNS: netip.MustParseAddr("10.0.0.10"), Services: corelisters.NewServiceLister(svcs),
-		EndpointSlices: discoverylisters.NewEndpointSliceLister(svcs)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := networktest.New(t, netip.MustParseAddr("10.0.0.10"))
 	h := &harness{clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), events: make(chan types.UID, 100)}
+	var err error
 	h.rt, err = New(Options{Clock: h.clock, Network: n, Notify: func(uid types.UID) { h.events <- uid }})
 	if err != nil {
 		t.Fatal(err)

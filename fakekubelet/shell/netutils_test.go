@@ -11,12 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/network"
+	"github.com/restartbed/restartbed/fakekubelet/network/networktest"
 )
 
 // netEnv is a container of pod js-rjob-0-0 in namespace ns, on a network where the headless
@@ -24,28 +22,19 @@ import (
 // whose Service web forwards port 80 to it).
 func netEnv(t *testing.T) (Env, *strings.Builder) {
 	t.Helper()
-	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	eps := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, o := range []*corev1.Service{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.50",
-			ClusterIPs: []string{"10.0.0.50"}, Ports: []corev1.ServicePort{{Port: 80}}}},
-	} {
-		_ = svcs.Add(o)
-	}
-	_ = eps.Add(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js-1", Labels: map[string]string{discoveryv1.LabelServiceName: "js"}},
-		Endpoints: []discoveryv1.Endpoint{
-			{Addresses: []string{"10.64.0.2"}, Hostname: ptr.To("js-rjob-0-0"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
-			{Addresses: []string{"10.64.1.2"}, Hostname: ptr.To("js-rjob-0-1"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}})
-	_ = eps.Add(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		Ports:     []discoveryv1.EndpointPort{{Name: ptr.To(""), Port: ptr.To[int32](8081)}},
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.64.1.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}})
 	dns := netip.MustParseAddr("10.0.0.10")
-	n, err := network.New(network.Options{DNS: dns, Services: corelisters.NewServiceLister(svcs),
-		EndpointSlices: discoverylisters.NewEndpointSliceLister(eps)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := networktest.New(t, dns,
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.50",
+			ClusterIPs: []string{"10.0.0.50"}, Ports: []corev1.ServicePort{{Port: 80}}}},
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js-1", Labels: map[string]string{discoveryv1.LabelServiceName: "js"}},
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.64.0.2"}, Hostname: ptr.To("js-rjob-0-0"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+				{Addresses: []string{"10.64.1.2"}, Hostname: ptr.To("js-rjob-0-1"), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}},
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			Ports:     []discoveryv1.EndpointPort{{Name: ptr.To(""), Port: ptr.To[int32](8081)}},
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.64.1.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}}},
+	)
 	self, _ := n.Attach(netip.MustParseAddr("10.64.0.2"), "node-a")
 	peer, _ := n.Attach(netip.MustParseAddr("10.64.1.2"), "node-b")
 	if _, err := peer.Serve(8081, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
