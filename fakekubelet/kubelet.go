@@ -196,7 +196,8 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 // pod informer.
 func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerFactory) error {
 	rules := restart.Rules{RestartAll: k.opts.FeatureGates[GateRestartAllContainers]}
-	sources := apiSources{client: k.client, configMaps: factory.Core().V1().ConfigMaps().Lister(), secrets: factory.Core().V1().Secrets().Lister()}
+	sources := apiSources{client: k.client, configMaps: factory.Core().V1().ConfigMaps().Lister(), secrets: factory.Core().V1().Secrets().Lister(),
+		services: factory.Core().V1().Services().Lister()}
 	statusClient, err := kubernetes.NewForConfig(k.clientConfig("restartbed-kubelet-status"))
 	if err != nil {
 		return fmt.Errorf("fakekubelet: status client: %w", err)

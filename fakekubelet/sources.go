@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -18,7 +19,7 @@ import (
 // kubelet's backOffPeriod, pkg/kubelet/kubelet.go).
 const syncErrorBackOff = 10 * time.Second
 
-// apiSources reads the ConfigMaps and Secrets containers' environments and volumes refer to from the shared
+// apiSources reads the ConfigMaps, Secrets and Services containers' environments and volumes refer to from the shared
 // informers, and from the apiserver when the informer has not seen one yet: the kubelet's
 // watch-based managers start watching a newly referenced object and wait for it, so an object
 // created just before its pod is found.
@@ -26,6 +27,12 @@ type apiSources struct {
 	client     kubernetes.Interface
 	configMaps corelisters.ConfigMapLister
 	secrets    corelisters.SecretLister
+	services   corelisters.ServiceLister
+}
+
+// Services lists every Service the informer has.
+func (s apiSources) Services() ([]*corev1.Service, error) {
+	return s.services.List(labels.Everything())
 }
 
 func (s apiSources) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {

@@ -18,11 +18,14 @@ import (
 type Sources interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	// Services lists the cluster's Services, for their environment variables.
+	Services() ([]*corev1.Service, error)
 }
 
 // EnvOf resolves a container's environment as the kubelet does (pkg/kubelet/kubelet_pods.go
 // makeEnvironmentVariables): envFrom first, ConfigMaps' and Secrets' keys with their prefix, then
-// env in order, each replacing a variable of the same name — literal values with $(VAR)
+// env in order, each replacing a variable of the same name, then the Services' variables the
+// container does not set itself (see serviceEnv) — literal values with $(VAR)
 // references expanded, the downward API (fieldRef, resourceFieldRef) filled in from the pod, its
 // node's IP and its own IP, and configMapKeyRef and secretKeyRef read through sources. A
 // reference that cannot be resolved and is not optional — a missing ConfigMap or Secret, a
@@ -30,13 +33,23 @@ type Sources interface {
 // (CreateContainerConfigError). Variables keep the order they are declared in; envFrom's are
 // sorted by name.
 func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hostIP string, sources Sources) ([]string, error) {
-	values := map[string]string{}
+	services := map[string]string{}
+	if sources != nil {
+		svcs, err := sources.Services()
+		if err != nil {
+			return nil, fmt.Errorf("failed to list services when setting up env vars")
+		}
+		services = serviceEnv(svcs, pod.Namespace, ptr.Deref(pod.Spec.EnableServiceLinks, true))
+	}
+	// values are the container's variables; lookup also has the Services', which $(VAR) may
+	// refer to.
+	values, lookup := map[string]string{}, maps.Clone(services)
 	var order []string
 	set := func(name, value string) {
 		if _, ok := values[name]; !ok {
 			order = append(order, name)
 		}
-		values[name] = value
+		values[name], lookup[name] = value, value
 	}
 	configMaps := map[string]*corev1.ConfigMap{}
 	secrets := map[string]*corev1.Secret{}
@@ -98,7 +111,7 @@ func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hos
 		var v string
 		switch {
 		case e.Value != "" || e.ValueFrom == nil:
-			v = expandVars(e.Value, values)
+			v = expandVars(e.Value, lookup)
 		case e.ValueFrom.FieldRef != nil:
 			var err error
 			if v, err = fieldValue(pod, e.ValueFrom.FieldRef.FieldPath, podIP, hostIP); err != nil {
@@ -143,9 +156,14 @@ func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hos
 		}
 		set(e.Name, v)
 	}
-	vars := make([]string, len(order))
-	for i, name := range order {
-		vars[i] = name + "=" + values[name]
+	vars := make([]string, 0, len(order)+len(services))
+	for _, name := range order {
+		vars = append(vars, name+"="+values[name])
+	}
+	for _, name := range slices.Sorted(maps.Keys(services)) {
+		if _, ok := values[name]; !ok {
+			vars = append(vars, name+"="+services[name])
+		}
 	}
 	return vars, nil
 }

@@ -173,7 +173,10 @@ func TestStartErrorAndVolumes(t *testing.T) {
 type sources struct {
 	configMaps map[string]*corev1.ConfigMap
 	secrets    map[string]*corev1.Secret
+	services   []*corev1.Service
 }
+
+func (s sources) Services() ([]*corev1.Service, error) { return s.services, nil }
 
 func (s sources) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
 	if cm, ok := s.configMaps[ns+"/"+name]; ok {
@@ -197,6 +200,14 @@ func TestEnvOf(t *testing.T) {
 		configMaps: map[string]*corev1.ConfigMap{"ns/cfg": {Data: map[string]string{"k": "v", "B": "from-cm", "Z": "z"}}},
 		secrets:    map[string]*corev1.Secret{"ns/sec": {Data: map[string][]byte{"token": []byte("s3cr3t")}}},
 	}
+	withServices := src
+	withServices.services = []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},
+			Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.1", Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-app"}, Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.50", Ports: []corev1.ServicePort{{Port: 80}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "headless"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 80}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "elsewhere"}, Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.60", Ports: []corev1.ServicePort{{Port: 80}}}},
+	}
 	env := func(name string, from *corev1.EnvVarSource) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: from}
 	}
@@ -212,10 +223,11 @@ func TestEnvOf(t *testing.T) {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}
 	}
 	for _, tc := range []struct {
-		name    string
-		c       corev1.Container
-		want    string
-		wantErr string
+		name     string
+		c        corev1.Container
+		services bool // the cluster has Services
+		want     string
+		wantErr  string
 	}{
 		{name: "literals and the downward API", c: corev1.Container{Env: []corev1.EnvVar{
 			{Name: "A", Value: "1"}, {Name: "B", Value: "$(A)-$(MISSING)-$$(A)"},
@@ -233,6 +245,14 @@ func TestEnvOf(t *testing.T) {
 			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "none"}, Optional: ptr.To(true)}}},
 			Env:     []corev1.EnvVar{env("X", cmKey("none", "k", true)), env("Y", cmKey("cfg", "nokey", true)), env("W", secretKey("sec", "nokey", true)), {Name: "Z", Value: "z"}}},
 			want: "Z=z"},
+		{name: "Services' variables come last; $(VAR) may use them", c: corev1.Container{Env: []corev1.EnvVar{
+			{Name: "API", Value: "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"}, {Name: "WEB_SERVICE_HOST", Value: "mine"}}},
+			services: true, want: "API=https://10.0.0.1:443 WEB_SERVICE_HOST=mine " +
+				"KUBERNETES_PORT=tcp://10.0.0.1:443 KUBERNETES_PORT_443_TCP=tcp://10.0.0.1:443 KUBERNETES_PORT_443_TCP_ADDR=10.0.0.1 " +
+				"KUBERNETES_PORT_443_TCP_PORT=443 KUBERNETES_PORT_443_TCP_PROTO=tcp KUBERNETES_SERVICE_HOST=10.0.0.1 KUBERNETES_SERVICE_PORT=443 " +
+				"KUBERNETES_SERVICE_PORT_HTTPS=443 WEB_APP_PORT=tcp://10.0.0.50:80 WEB_APP_PORT_80_TCP=tcp://10.0.0.50:80 " +
+				"WEB_APP_PORT_80_TCP_ADDR=10.0.0.50 WEB_APP_PORT_80_TCP_PORT=80 WEB_APP_PORT_80_TCP_PROTO=tcp " +
+				"WEB_APP_SERVICE_HOST=10.0.0.50 WEB_APP_SERVICE_PORT=80"},
 		{name: "a missing ConfigMap", c: corev1.Container{Env: []corev1.EnvVar{env("X", cmKey("none", "k", false))}},
 			wantErr: `configmaps "none" not found`},
 		{name: "a missing key of a ConfigMap", c: corev1.Container{Env: []corev1.EnvVar{env("X", cmKey("cfg", "nokey", false))}},
@@ -245,7 +265,11 @@ func TestEnvOf(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.c.Name = "c"
-			got, err := EnvOf(context.Background(), pod, &tc.c, "10.64.0.2", "172.16.0.1", src)
+			s := src
+			if tc.services {
+				s = withServices
+			}
+			got, err := EnvOf(context.Background(), pod, &tc.c, "10.64.0.2", "172.16.0.1", s)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -256,6 +280,11 @@ func TestEnvOf(t *testing.T) {
 				t.Fatalf("env %q (%v), want %q", strings.Join(got, " "), err, tc.want)
 			}
 		})
+	}
+	pod.Spec.EnableServiceLinks = ptr.To(false)
+	got, err := EnvOf(context.Background(), pod, &corev1.Container{Name: "c"}, "10.64.0.2", "172.16.0.1", withServices)
+	if joined := strings.Join(got, " "); err != nil || !strings.Contains(joined, "KUBERNETES_SERVICE_HOST=10.0.0.1") || strings.Contains(joined, "WEB_APP") {
+		t.Fatalf("without service links: %q (%v), want the kubernetes Service's variables only", joined, err)
 	}
 }
 
