@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,27 @@ type apiSources struct {
 	configMaps corelisters.ConfigMapLister
 	secrets    corelisters.SecretLister
 	services   corelisters.ServiceLister
+}
+
+// Token asks the TokenRequest API for a token of the pod's service account ("default" when the
+// pod names none), bound to the pod.
+func (s apiSources) Token(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (string, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: &expirationSeconds,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if audience != "" {
+		req.Spec.Audiences = []string{audience}
+	}
+	tr, err := s.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return tr.Status.Token, nil
 }
 
 // Services lists every Service the informer has.

@@ -20,6 +20,9 @@ type Sources interface {
 	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 	// Services lists the cluster's Services, for their environment variables.
 	Services() ([]*corev1.Service, error)
+	// Token is a token of the pod's service account for audience (empty: the apiserver's),
+	// valid for expirationSeconds and bound to the pod.
+	Token(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (string, error)
 }
 
 // EnvOf resolves a container's environment as the kubelet does (pkg/kubelet/kubelet_pods.go

@@ -64,7 +64,9 @@ func projection(ctx context.Context, pod *corev1.Pod, v *corev1.Volume, sources 
 			case src.DownwardAPI != nil:
 				err = downwardFiles(files, pod, src.DownwardAPI.Items, def, ip)
 			case src.ServiceAccountToken != nil:
-				files[src.ServiceAccountToken.Path] = projectedFile{data: []byte(serviceAccountToken(pod)), mode: modeOf(nil, def)}
+				var token string
+				token, err = tokenFor(ctx, pod, sources, src.ServiceAccountToken)
+				files[src.ServiceAccountToken.Path] = projectedFile{data: []byte(token), mode: modeOf(nil, def)}
 			}
 			if err != nil {
 				return nil, err
@@ -72,6 +74,20 @@ func projection(ctx context.Context, pod *corev1.Pod, v *corev1.Volume, sources 
 		}
 	}
 	return files, nil
+}
+
+// tokenFor asks the TokenRequest API for the pod's service-account token, bound to the pod, as
+// the kubelet's token manager does (pkg/kubelet/token); without sources it is a placeholder.
+func tokenFor(ctx context.Context, pod *corev1.Pod, sources Sources, p *corev1.ServiceAccountTokenProjection) (string, error) {
+	if sources == nil {
+		return serviceAccountToken(pod), nil
+	}
+	expiration := ptr.Deref(p.ExpirationSeconds, 3600)
+	token, err := sources.Token(ctx, pod, p.Audience, expiration)
+	if err != nil {
+		return "", fmt.Errorf("failed to fetch token: %w", err)
+	}
+	return token, nil
 }
 
 // modeOf is an item's mode, else the volume's default, else 0644.

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -177,6 +178,10 @@ type sources struct {
 }
 
 func (s sources) Services() ([]*corev1.Service, error) { return s.services, nil }
+
+func (s sources) Token(_ context.Context, pod *corev1.Pod, audience string, expiration int64) (string, error) {
+	return fmt.Sprintf("token-%s-%s-%d", pod.Name, audience, expiration), nil
+}
 
 func (s sources) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
 	if cm, ok := s.configMaps[ns+"/"+name]; ok {
@@ -417,7 +422,7 @@ func TestProjectedVolumes(t *testing.T) {
 		{Name: "all", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: cmRef, Items: []corev1.KeyToPath{{Key: "a", Path: "a"}}}},
 			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}},
-			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "sa/token"}}}}}},
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "sa/token", Audience: "vault"}}}}}},
 	}
 	mustRunSandbox(t, h.rt, pod, "10.64.0.2")
 	c := &corev1.Container{Name: "c", Command: []string{"sleep", "inf"}}
@@ -438,7 +443,7 @@ func TestProjectedVolumes(t *testing.T) {
 	got := exec(`cat /v/cfg/a /v/cfg/b; echo; cat /v/items/sub/bee; test -x /v/items/sub/bee && echo exec; ls /v/items;` +
 		`cat /v/sec/token; echo; test -x /v/sec/token || echo no-exec; ls /v/none | wc -l; cat /v/meta/labels; echo; cat /v/meta/name; echo;` +
 		`cat /v/all/a /v/all/token; echo; cat /v/all/sa/token`)
-	want := "12\n2exec\nsub\ns3cr3t\nno-exec\n0\napp=\"x\"\ntier=\"web\"\np\n1s3cr3t\nrestartbed-token-u1"
+	want := "12\n2exec\nsub\ns3cr3t\nno-exec\n0\napp=\"x\"\ntier=\"web\"\np\n1s3cr3t\ntoken-p-vault-3600"
 	if got != want {
 		t.Fatalf("volumes hold:\n%s\nwant:\n%s", got, want)
 	}

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,6 +56,21 @@ var _ = Describe("kube-controller-manager's default controllers", func() {
 		Expect(pod.Spec.Containers[0].VolumeMounts).To(ContainElement(
 			HaveField("MountPath", "/var/run/secrets/kubernetes.io/serviceaccount")))
 		waitRunning(ctx, pod)
+
+		By("the kubelet filled the volume: a token from the TokenRequest API, the cluster's CA, the namespace")
+		read := func(file string) string {
+			code, out, err := cluster.Kubelet.Exec(ctx, ns, "p", "main", []string{"cat", "/var/run/secrets/kubernetes.io/serviceaccount/" + file})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(code).To(Equal(0), out)
+			return out
+		}
+		Expect(read("ca.crt")).To(Equal(ca.Data["ca.crt"]))
+		Expect(read("namespace")).To(Equal(ns))
+		review, err := cluster.Clientset.AuthenticationV1().TokenReviews().Create(ctx,
+			&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: read("token")}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(review.Status.Authenticated).To(BeTrue(), review.Status.Error)
+		Expect(review.Status.User.Username).To(Equal("system:serviceaccount:" + ns + ":default"))
 	})
 
 	It("rolls out a Deployment, and rolls it out again when its template changes", Label("deployment"), func(ctx context.Context) {
