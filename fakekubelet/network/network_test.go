@@ -1,4 +1,4 @@
-package network
+package network_test
 
 import (
 	"context"
@@ -13,40 +13,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/restartbed/restartbed/fakekubelet/network"
+	"github.com/restartbed/restartbed/fakekubelet/network/networktest"
 )
 
 var dnsIP = netip.MustParseAddr("10.0.0.10")
 
 // cluster is a network over fixed Services and EndpointSlices.
-func cluster(t *testing.T, reachable func(from, to string) bool, objs ...any) *Network {
+func cluster(t *testing.T, reachable func(from, to string) bool, objs ...any) *network.Network {
 	t.Helper()
-	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	eps := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	for _, o := range objs {
-		var err error
-		switch o := o.(type) {
-		case *corev1.Service:
-			err = svcs.Add(o)
-		case *discoveryv1.EndpointSlice:
-			err = eps.Add(o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := New(Options{DNS: dnsIP, Services: corelisters.NewServiceLister(svcs),
-		EndpointSlices: discoverylisters.NewEndpointSliceLister(eps), Reachable: reachable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return networktest.New(t, network.Options{DNS: dnsIP, Reachable: reachable}, objs...)
 }
 
-func attach(t *testing.T, n *Network, ip, node string) *Interface {
+func attach(t *testing.T, n *network.Network, ip, node string) *network.Interface {
 	t.Helper()
 	i, err := n.Attach(netip.MustParseAddr(ip), node)
 	if err != nil {
@@ -86,7 +67,7 @@ func slice(svc string, port int32, eps ...endpoint) *discoveryv1.EndpointSlice {
 }
 
 // echo accepts one connection on port and writes back what it reads, upper-cased.
-func echo(t *testing.T, i *Interface, port uint16) {
+func echo(t *testing.T, i *network.Interface, port uint16) {
 	t.Helper()
 	l, err := i.Listen(port)
 	if err != nil {
@@ -108,7 +89,7 @@ func echo(t *testing.T, i *Interface, port uint16) {
 	}()
 }
 
-func exchange(t *testing.T, from *Interface, addr string) (string, error) {
+func exchange(t *testing.T, from *network.Interface, addr string) (string, error) {
 	t.Helper()
 	c, err := from.Dial(context.Background(), addr)
 	if err != nil {
@@ -140,7 +121,7 @@ func TestDial(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, addr string
-		from       *Interface
+		from       *network.Interface
 		want       string
 		wantErr    string
 	}{

@@ -1,4 +1,4 @@
-package network
+package network_test
 
 import (
 	"net/netip"
@@ -8,13 +8,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/restartbed/restartbed/fakekubelet/network"
 )
 
 func TestHostsFile(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js-rjob-0-0-x7k2p"},
 		Spec: corev1.PodSpec{Hostname: "js-rjob-0-0", Subdomain: "js",
 			HostAliases: []corev1.HostAlias{{IP: "10.1.2.3", Hostnames: []string{"foo", "bar"}}}}}
-	got := string(HostsFile(pod, []string{"10.64.0.2"}, DefaultDomain))
+	got := string(network.HostsFile(pod, []string{"10.64.0.2"}, network.DefaultDomain))
 	want := "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" +
 		"fe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n" +
 		"10.64.0.2\tjs-rjob-0-0.js.ns.svc.cluster.local\tjs-rjob-0-0\n\n# Entries added by HostAliases.\n10.1.2.3\tfoo\tbar\n"
@@ -22,7 +24,7 @@ func TestHostsFile(t *testing.T) {
 		t.Fatalf("hosts file:\n%s\nwant:\n%s", got, want)
 	}
 	pod.Spec = corev1.PodSpec{}
-	if got := string(HostsFile(pod, []string{"10.64.0.2"}, DefaultDomain)); !strings.HasSuffix(got, "\n10.64.0.2\tjs-rjob-0-0-x7k2p\n") {
+	if got := string(network.HostsFile(pod, []string{"10.64.0.2"}, network.DefaultDomain)); !strings.HasSuffix(got, "\n10.64.0.2\tjs-rjob-0-0-x7k2p\n") {
 		t.Fatalf("without hostname and subdomain:\n%s", got)
 	}
 }
@@ -40,7 +42,7 @@ func TestHostname(t *testing.T) {
 		{corev1.PodSpec{Hostname: long}, strings.Repeat("a", 62), ""},
 	} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod"}, Spec: tc.spec}
-		if h, d := Hostname(pod, DefaultDomain); h != tc.host || d != tc.domain {
+		if h, d := network.Hostname(pod, network.DefaultDomain); h != tc.host || d != tc.domain {
 			t.Errorf("%+v: %q %q, want %q %q", tc.spec, h, d, tc.host, tc.domain)
 		}
 	}
@@ -71,7 +73,7 @@ func TestPodDNS(t *testing.T) {
 			"search ns.svc.cluster.local svc.cluster.local cluster.local x\nnameserver 10.0.0.10\nnameserver 1.2.3.4\nnameserver 5.6.7.8\noptions ndots:1 edns0\n"},
 	} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod"}, Spec: tc.spec}
-		if got := string(PodDNS(pod, tc.dns, DefaultDomain).ResolvConf()); got != tc.want {
+		if got := string(network.PodDNS(pod, tc.dns, network.DefaultDomain).ResolvConf()); got != tc.want {
 			t.Errorf("%s:\n%s\nwant:\n%s", tc.name, got, tc.want)
 		}
 	}

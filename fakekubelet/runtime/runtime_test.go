@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/network/networktest"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 )
@@ -340,7 +341,7 @@ func TestHTTPGetRefusedNamesTheSandboxIP(t *testing.T) {
 // on the network, which stopping the sandbox takes away; a container that mounts a volume at
 // /etc/hosts keeps its own.
 func TestPodNetwork(t *testing.T) {
-	n := networktest.New(t, netip.MustParseAddr("10.0.0.10"))
+	n := networktest.New(t, network.Options{DNS: netip.MustParseAddr("10.0.0.10")})
 	h := &harness{clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), events: make(chan types.UID, 100)}
 	var err error
 	h.rt, err = New(Options{Clock: h.clock, Network: n, Notify: func(uid types.UID) { h.events <- uid }})

@@ -23,7 +23,7 @@ import (
 func netEnv(t *testing.T) (Env, *strings.Builder) {
 	t.Helper()
 	dns := netip.MustParseAddr("10.0.0.10")
-	n := networktest.New(t, dns,
+	n := networktest.New(t, network.Options{DNS: dns},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.50",
 			ClusterIPs: []string{"10.0.0.50"}, Ports: []corev1.ServicePort{{Port: 80}}}},

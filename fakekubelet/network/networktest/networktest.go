@@ -3,7 +3,6 @@
 package networktest
 
 import (
-	"net/netip"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,9 +14,9 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/network"
 )
 
-// New returns a network whose cluster DNS server is at dns and whose Services and
-// EndpointSlices are objs; any other object fails the test.
-func New(t testing.TB, dns netip.Addr, objs ...any) *network.Network {
+// New returns a network configured by opts whose Services and EndpointSlices are objs (opts'
+// listers are replaced); any other object fails the test.
+func New(t testing.TB, opts network.Options, objs ...any) *network.Network {
 	t.Helper()
 	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	eps := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -35,8 +34,8 @@ func New(t testing.TB, dns netip.Addr, objs ...any) *network.Network {
 			t.Fatal(err)
 		}
 	}
-	n, err := network.New(network.Options{DNS: dns, Services: corelisters.NewServiceLister(svcs),
-		EndpointSlices: discoverylisters.NewEndpointSliceLister(eps)})
+	opts.Services, opts.EndpointSlices = corelisters.NewServiceLister(svcs), discoverylisters.NewEndpointSliceLister(eps)
+	n, err := network.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
