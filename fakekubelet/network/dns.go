@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 )
 
 // Query asks the DNS server at server for the addresses of name, a fully qualified name, from
@@ -71,7 +71,7 @@ func (n *Network) lookup(name string) (addrs []netip.Addr, found bool) {
 // set.
 func (n *Network) serviceRecord(namespace, name, host string) ([]netip.Addr, bool) {
 	svc, err := n.opts.Services.Services(namespace).Get(name)
-	if apierrors.IsNotFound(err) || err != nil {
+	if err != nil { // NotFound, or a lister that cannot answer: no record
 		return nil, false
 	}
 	headless := svc.Spec.ClusterIP == corev1.ClusterIPNone
@@ -100,7 +100,7 @@ func (n *Network) serviceRecord(namespace, name, host string) ([]netip.Addr, boo
 				if err != nil {
 					continue
 				}
-				if host == "" || ptrValue(ep.Hostname) == host || strings.ReplaceAll(a, ".", "-") == host {
+				if host == "" || ptr.Deref(ep.Hostname, "") == host || strings.ReplaceAll(a, ".", "-") == host {
 					addrs = append(addrs, ip)
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/utils/ptr"
 )
 
 // DefaultDomain is the cluster domain, as kubeadm and kind configure it.
@@ -275,7 +276,7 @@ func (n *Network) route(ap netip.AddrPort) (target netip.AddrPort, isService boo
 	var targets []netip.AddrPort
 	for _, slice := range n.slicesOf(svc) {
 		sp := slices.IndexFunc(slice.Ports, func(p discoveryv1.EndpointPort) bool {
-			return ptrValue(p.Name) == port.Name && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) && p.Port != nil
+			return ptr.Deref(p.Name, "") == port.Name && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) && p.Port != nil
 		})
 		if sp < 0 {
 			continue
@@ -326,13 +327,6 @@ func (n *Network) slicesOf(svc *corev1.Service) []*discoveryv1.EndpointSlice {
 // ready is CoreDNS's and kube-proxy's reading of an endpoint's condition: unset means ready.
 func ready(ep discoveryv1.Endpoint) bool {
 	return ep.Conditions.Ready == nil || *ep.Conditions.Ready
-}
-
-func ptrValue(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 func tcpAddr(ip netip.Addr, port uint16) *net.TCPAddr {

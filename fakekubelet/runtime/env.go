@@ -82,14 +82,13 @@ func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hos
 		}
 		return s, err
 	}
-	skip := func(err error, optional *bool) bool { return apierrors.IsNotFound(err) && ptr.Deref(optional, false) }
 
 	for _, from := range c.EnvFrom {
 		data := map[string]string{}
 		switch {
 		case from.ConfigMapRef != nil:
 			cm, err := configMap(from.ConfigMapRef.Name)
-			if skip(err, from.ConfigMapRef.Optional) {
+			if missingOptional(err, from.ConfigMapRef.Optional) {
 				continue
 			} else if err != nil {
 				return nil, err
@@ -97,7 +96,7 @@ func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hos
 			maps.Copy(data, cm.Data)
 		case from.SecretRef != nil:
 			s, err := secret(from.SecretRef.Name)
-			if skip(err, from.SecretRef.Optional) {
+			if missingOptional(err, from.SecretRef.Optional) {
 				continue
 			} else if err != nil {
 				return nil, err
@@ -125,7 +124,7 @@ func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hos
 		case e.ValueFrom.ConfigMapKeyRef != nil:
 			ref := e.ValueFrom.ConfigMapKeyRef
 			cm, err := configMap(ref.Name)
-			if skip(err, ref.Optional) {
+			if missingOptional(err, ref.Optional) {
 				continue
 			} else if err != nil {
 				return nil, err
@@ -140,7 +139,7 @@ func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hos
 		case e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
 			s, err := secret(ref.Name)
-			if skip(err, ref.Optional) {
+			if missingOptional(err, ref.Optional) {
 				continue
 			} else if err != nil {
 				return nil, err
@@ -169,6 +168,12 @@ func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hos
 		}
 	}
 	return vars, nil
+}
+
+// missingOptional reports a ConfigMap or Secret that does not exist where the reference to it
+// is optional: the kubelet then leaves the reference out.
+func missingOptional(err error, optional *bool) bool {
+	return apierrors.IsNotFound(err) && ptr.Deref(optional, false)
 }
 
 // fieldValue resolves a downward-API field path.

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/vfs"
@@ -129,7 +128,7 @@ func configMapFiles(ctx context.Context, files map[string]projectedFile, pod *co
 		return fmt.Errorf("couldn't get configMap %s/%s: no source of ConfigMaps", pod.Namespace, name)
 	}
 	cm, err := sources.ConfigMap(ctx, pod.Namespace, name)
-	if apierrors.IsNotFound(err) && ptr.Deref(optional, false) {
+	if missingOptional(err, optional) {
 		return nil
 	} else if err != nil {
 		return err
@@ -148,7 +147,7 @@ func secretFiles(ctx context.Context, files map[string]projectedFile, pod *corev
 		return fmt.Errorf("couldn't get secret %s/%s: no source of Secrets", pod.Namespace, name)
 	}
 	s, err := sources.Secret(ctx, pod.Namespace, name)
-	if apierrors.IsNotFound(err) && ptr.Deref(optional, false) {
+	if missingOptional(err, optional) {
 		return nil
 	} else if err != nil {
 		return err

@@ -129,20 +129,8 @@ func ping(ctx context.Context, c *call) int {
 	if c.p.env.Net == nil {
 		return c.fail("sendto: Network is unreachable")
 	}
-	if deadline > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		t := c.p.env.Clock.NewTimer(deadline)
-		defer t.Stop()
-		go func() {
-			select {
-			case <-t.C():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
+	ctx, cancel := c.withTimeout(ctx, deadline)
+	defer cancel()
 	fmt.Fprintf(c.hc.Stdout, "PING %s (%s): 56 data bytes\n", host, addr)
 	sent, received := 0, 0
 	for seq := 0; count < 0 || seq < count; seq++ {
