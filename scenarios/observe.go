@@ -8,6 +8,8 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,12 +40,25 @@ var watched = []struct {
 // observer keeps the objects the expressions read, updated by one watch per resource, and
 // evaluates the pending waitFor after every change it is told of, so that a state the API held
 // only for a moment is still seen.
+//
+// The watches are independent: one may deliver a change later than another delivers a newer
+// one (a pod's update after the JobSet update that followed it). The control plane's
+// resourceVersions are its storage's revisions, one order over every resource, so the observer
+// keeps each object's recent versions and evaluates a change that arrives late against the
+// other objects as they were at its resourceVersion, then against the newest state. What it
+// cannot know is a change still on its way: until it arrives, the newest state mixes the
+// watches' progress.
 type observer struct {
 	clock clock.PassiveClock
 
 	mu      sync.Mutex
 	objects map[string]map[string]map[string]any // variable → namespace/name → object
 	lists   map[string][]any                     // sorted views, rebuilt when stale
+	// history holds each object's versions of the last historyWindow, oldest first;
+	// newest is the highest resourceVersion observed.
+	history map[string]map[string][]stored
+	newest  uint64
+	changes int
 	// captured holds the values of capture steps.
 	captured map[string]any
 	// fixed are the variables fixed for the run (timing, kubernetes).
@@ -54,6 +69,18 @@ type observer struct {
 	wait              *waiter
 	trace             *json.Encoder
 	traceErr          error
+}
+
+// historyWindow is how long a superseded version is kept for a change that arrives late; watches
+// of one apiserver lag each other by milliseconds.
+const historyWindow = 30 * time.Second
+
+// stored is one state of an object: nil once deleted. rv is its resourceVersion (0 when it is
+// not a storage revision), seen when the observer received it.
+type stored struct {
+	rv   uint64
+	obj  map[string]any
+	seen time.Time
 }
 
 // waiter is a waitFor in progress.
@@ -67,9 +94,10 @@ type waiter struct {
 
 func newObserver(clk clock.PassiveClock, trace io.Writer, fixed runVariables) *observer {
 	o := &observer{clock: clk, objects: map[string]map[string]map[string]any{}, lists: map[string][]any{},
-		captured: map[string]any{}, fixed: fixed, traceStart: clk.Now()}
+		history: map[string]map[string][]stored{}, captured: map[string]any{}, fixed: fixed, traceStart: clk.Now()}
 	for _, w := range watched {
 		o.objects[w.variable] = map[string]map[string]any{}
+		o.history[w.variable] = map[string][]stored{}
 	}
 	if trace != nil {
 		o.trace = json.NewEncoder(trace)
@@ -128,46 +156,107 @@ func (o *observer) changed(variable, change string, obj any) {
 		return
 	}
 	key := u.GetNamespace() + "/" + u.GetName()
+	// A resourceVersion that is not a number is not a storage revision: such a change is
+	// evaluated against the newest state only.
+	rv, _ := strconv.ParseUint(u.GetResourceVersion(), 10, 64)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	now := o.clock.Now()
+	v := stored{rv: rv, obj: u.Object, seen: now}
 	if change == "DELETED" {
 		delete(o.objects[variable], key)
+		v.obj = nil
 	} else {
 		o.objects[variable][key] = u.Object
 	}
+	o.record(variable, key, v)
 	delete(o.lists, variable)
 	if o.trace != nil && o.traceErr == nil {
 		o.traceErr = o.trace.Encode(traceLine{Time: o.clock.Since(o.traceStart).Seconds(), Type: change, Kind: u.GetKind(),
 			Namespace: u.GetNamespace(), Name: u.GetName(), Object: u.Object})
 	}
-	o.evaluateLocked()
+	if rv != 0 && rv < o.newest {
+		o.evaluateLocked(func() activation { return o.asOfLocked(rv) })
+	}
+	o.newest = max(o.newest, rv)
+	o.evaluateLocked(o.activationLocked)
+}
+
+// record appends v to the object's versions and forgets what is older than historyWindow; o.mu
+// is held.
+func (o *observer) record(variable, key string, v stored) {
+	versions := append(o.history[variable][key], v)
+	o.history[variable][key] = forget(versions, v.seen)
+	if o.changes++; o.changes%1024 == 0 {
+		for _, objs := range o.history {
+			for k, vs := range objs {
+				if vs = forget(vs, v.seen); len(vs) == 1 && vs[0].obj == nil {
+					delete(objs, k)
+				} else {
+					objs[k] = vs
+				}
+			}
+		}
+	}
+}
+
+// forget drops the versions superseded more than historyWindow before now, and a deletion older
+// than that.
+func forget(versions []stored, now time.Time) []stored {
+	drop := 0
+	for drop+1 < len(versions) && now.Sub(versions[drop+1].seen) > historyWindow {
+		drop++
+	}
+	return versions[drop:]
+}
+
+// asOfLocked is the expressions' view of the objects as they were at resourceVersion rv, as far
+// as the watches have told; o.mu is held.
+func (o *observer) asOfLocked(rv uint64) activation {
+	lists := make(map[string][]any, len(o.history))
+	for variable, objs := range o.history {
+		then := map[string]map[string]any{}
+		for key, versions := range objs {
+			i := sort.Search(len(versions), func(i int) bool { return versions[i].rv > rv })
+			if i > 0 && versions[i-1].obj != nil {
+				then[key] = versions[i-1].obj
+			}
+		}
+		lists[variable] = sortedList(then)
+	}
+	return o.activationOf(lists)
 }
 
 // activationLocked is the expressions' view of now; o.mu is held.
 func (o *observer) activationLocked() activation {
 	for _, name := range listVariables {
-		if _, fresh := o.lists[name]; fresh {
-			continue
+		if _, fresh := o.lists[name]; !fresh {
+			o.lists[name] = sortedList(o.objects[name])
 		}
-		objs := o.objects[name]
-		keys := make([]string, 0, len(objs))
-		for k := range objs {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(a, b string) int {
-			return cmp.Or(cmp.Compare(nameOf(objs[a]), nameOf(objs[b])), cmp.Compare(a, b))
-		})
-		list := make([]any, len(keys))
-		for i, k := range keys {
-			list[i] = objs[k]
-		}
-		o.lists[name] = list
 	}
+	return o.activationOf(o.lists)
+}
+
+// activationOf completes lists with the other variables; o.mu is held.
+func (o *observer) activationOf(lists map[string][]any) activation {
 	var elapsed time.Duration
 	if !o.start.IsZero() {
 		elapsed = o.clock.Since(o.start)
 	}
-	return newActivation(o.lists, o.captured, elapsed, o.fixed)
+	return newActivation(lists, o.captured, elapsed, o.fixed)
+}
+
+// sortedList is objs ordered by name, then by namespace/name.
+func sortedList(objs map[string]map[string]any) []any {
+	keys := slices.Collect(maps.Keys(objs))
+	slices.SortFunc(keys, func(a, b string) int {
+		return cmp.Or(cmp.Compare(nameOf(objs[a]), nameOf(objs[b])), cmp.Compare(a, b))
+	})
+	list := make([]any, len(keys))
+	for i, k := range keys {
+		list[i] = objs[k]
+	}
+	return list
 }
 
 func nameOf(obj map[string]any) string {
@@ -175,14 +264,14 @@ func nameOf(obj map[string]any) string {
 	return name
 }
 
-// evaluateLocked evaluates the pending waitFor; o.mu is held.
-func (o *observer) evaluateLocked() {
+// evaluateLocked evaluates the pending waitFor against the view; o.mu is held.
+func (o *observer) evaluateLocked(view func() activation) {
 	w := o.wait
 	if w == nil || w.passed {
 		return
 	}
 	w.evals++
-	ok, err := evalBool(w.prg, o.activationLocked())
+	ok, err := evalBool(w.prg, view())
 	if err != nil {
 		w.lastErr = err
 		return
@@ -198,7 +287,7 @@ func (o *observer) evaluateLocked() {
 func (o *observer) reevaluate() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.evaluateLocked()
+	o.evaluateLocked(o.activationLocked)
 }
 
 // startWait makes prg the pending waitFor and evaluates it at once.
@@ -206,7 +295,7 @@ func (o *observer) startWait(prg cel.Program) *waiter {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.wait = &waiter{prg: prg, done: make(chan struct{})}
-	o.evaluateLocked()
+	o.evaluateLocked(o.activationLocked)
 	return o.wait
 }
 
