@@ -12,6 +12,6 @@
 // fault injection. What can be decided or run on its own lives in subpackages, each importing
 // only those listed before it: container (snapshots of a pod's containers), release (what each
 // release does differently), restart (restart rules, phase), status (status generation and
-// publication), podactions (the plan of one sync); vfs, shell, program and runtime run the
-// containers; nodes registers the nodes, keeps their Leases and status, and partitions them.
+// publication), podactions (the plan of one sync); vfs, logs, shell, program and runtime run
+// the containers; nodes registers the nodes, keeps their Leases and status, and partitions them.
 package fakekubelet

@@ -5,9 +5,9 @@ import (
 	"sync"
 )
 
-// logTail is how much of a container's output restartbed keeps: enough for a termination
-// message that falls back to the log, and for exec output.
-const logTail = 4096
+// execOutputLimit is how much of an exec probe's output is kept, as the kubelet's prober reads
+// at most 10 KiB of it.
+const execOutputLimit = 10 << 10
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {
@@ -30,14 +30,4 @@ func (t *tailBuffer) bytes() []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return bytes.Clone(t.buf)
-}
-
-// lastLines returns at most n trailing lines.
-func (t *tailBuffer) lastLines(n int) []byte {
-	b := bytes.TrimSuffix(t.bytes(), []byte("\n"))
-	lines := bytes.Split(b, []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return bytes.Join(lines, []byte("\n"))
 }

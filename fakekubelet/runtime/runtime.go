@@ -10,11 +10,14 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"path"
@@ -30,6 +33,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/logs"
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/shell"
@@ -59,6 +63,8 @@ type Options struct {
 	// Network is the pod network sandboxes attach their address to; nil: pods have no network
 	// (names do not resolve, nothing is reachable) and no /etc/hosts or /etc/resolv.conf.
 	Network *network.Network
+	// Logs say how containers' logs are kept (size, files); their clock defaults to Clock.
+	Logs logs.Options
 }
 
 // Runtime holds the sandboxes of every pod of every emulated node.
@@ -81,6 +87,9 @@ type Runtime struct {
 func New(opts Options) (*Runtime, error) {
 	if opts.Clock == nil {
 		return nil, errors.New("runtime: Options.Clock is required")
+	}
+	if opts.Logs.Clock == nil {
+		opts.Logs.Clock = opts.Clock
 	}
 	if opts.Notify == nil {
 		opts.Notify = func(types.UID) {}
@@ -120,7 +129,7 @@ type instance struct {
 	status container.Status
 	fs     *vfs.FS
 	env    shell.Env
-	logs   *tailBuffer
+	logs   *logs.Log
 	spec   corev1.Container
 	// term and kill deliver SIGTERM and SIGKILL; forced overrides the exit (fault injection).
 	term, kill context.CancelFunc
@@ -302,7 +311,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 		status: container.Status{ID: hex.EncodeToString(sum[:]), Name: c.Name, Attempt: sb.attempts[c.Name], State: container.Running,
 			CreatedAt: now, StartedAt: now, Image: image, ImageRef: imageRef},
 		spec:     *c.DeepCopy(),
-		logs:     &tailBuffer{max: logTail},
+		logs:     logs.New(r.opts.Logs),
 		handlers: map[int32]http.Handler{},
 		done:     make(chan struct{}),
 	}
@@ -319,7 +328,8 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 		_ = in.fs.Mount(ServiceAccountDir, sb.serviceAccount)
 	}
 	writeNames(in.fs, sb.names, c.VolumeMounts)
-	in.env = shell.Env{FS: in.fs, Vars: env, Dir: c.WorkingDir, Stdout: in.logs, Stderr: in.logs, Log: in.logs,
+	stdout, stderr := in.logs.Writer(logs.Stdout), in.logs.Writer(logs.Stderr)
+	in.env = shell.Env{FS: in.fs, Vars: env, Dir: c.WorkingDir, Stdout: stdout, Stderr: stderr, MainStdout: stdout, MainStderr: stderr,
 		Clock: r.opts.Clock, Hostname: sb.hostname}
 	if sb.iface != nil {
 		in.env.Net = sb.iface
@@ -358,7 +368,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	switch {
 	case choice.Program != nil:
 		pc := &program.Container{Pod: pod.DeepCopy(), Spec: &in.spec, Env: env, Clock: r.opts.Clock, FS: in.fs,
-			Stdout: in.logs, Stderr: in.logs, Serve: func(port int32, h http.Handler) { r.serve(pod.UID, in, port, h) }}
+			Stdout: in.env.Stdout, Stderr: in.env.Stderr, Serve: func(port int32, h http.Handler) { r.serve(pod.UID, in, port, h) }}
 		if r.opts.ConfigFor != nil {
 			pc.Config = r.opts.ConfigFor(pod)
 		}
@@ -430,6 +440,7 @@ func pruneExited(sb *sandbox, name string) {
 
 // exited records a process's end.
 func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
+	in.logs.Close()
 	r.mu.Lock()
 	close(in.done)
 	in.term()
@@ -462,22 +473,27 @@ func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 	r.opts.Notify(uid)
 }
 
-// maxTerminationMessage is the kubelet's limit on a termination message.
-const maxTerminationMessage = 4096
+// The kubelet's limits on a termination message (pkg/kubelet/container/runtime.go): what it reads
+// of the file, and of the log's last lines when it falls back to them.
+const (
+	maxTerminationMessage        = 4 << 10
+	maxTerminationMessageLogSize = 2 << 10
+	terminationMessageLogLines   = 80
+)
 
-// terminationMessage reads the container's terminationMessagePath, falling back to its log's
-// tail on an error exit when the policy says so.
+// terminationMessage reads the container's terminationMessagePath (its last 4 KiB), falling back
+// to its log's last 80 lines (their last 2 KiB) on an error exit when the policy says so.
 func terminationMessage(in *instance) string {
 	p := in.spec.TerminationMessagePath
 	if p == "" {
 		p = corev1.TerminationMessagePathDefault
 	}
 	msg, _ := in.fs.ReadFile(p)
-	if len(msg) == 0 && in.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError && in.status.ExitCode != 0 {
-		msg = in.logs.lastLines(80)
-	}
 	if len(msg) > maxTerminationMessage {
 		msg = msg[len(msg)-maxTerminationMessage:]
+	}
+	if len(msg) == 0 && in.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError && in.status.ExitCode != 0 {
+		msg = in.logs.Tail(terminationMessageLogLines, maxTerminationMessageLogSize)
 	}
 	return string(msg)
 }
@@ -602,31 +618,115 @@ func (r *Runtime) Exit(uid types.UID, name string, code int32, oom bool) error {
 	return nil
 }
 
-// Exec runs argv in the named running container, like kubectl exec, and returns its exit code
-// and combined output.
+// Exec runs argv in the named running container, as an exec probe does, and returns its exit
+// code and combined output (its last execOutputLimit bytes).
 func (r *Runtime) Exec(ctx context.Context, uid types.UID, name string, argv []string) (int, string, error) {
+	out := &tailBuffer{max: execOutputLimit}
+	code, err := r.ExecStream(ctx, uid, name, argv, Streams{Stdout: out, Stderr: out})
+	return code, string(out.bytes()), err
+}
+
+// Streams are an exec's or an attach's standard streams; nil ones are not connected.
+type Streams struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// TTY: the streams are a terminal (stderr is then part of stdout).
+	TTY bool
+}
+
+// ExecStream runs argv in the named running container with the given streams, like kubectl
+// exec, and returns its exit code when it ends or ctx does.
+func (r *Runtime) ExecStream(ctx context.Context, uid types.UID, name string, argv []string, s Streams) (int, error) {
 	r.mu.Lock()
 	in, err := r.running(uid, name)
 	if err != nil {
 		r.mu.Unlock()
-		return 0, "", err
+		return 0, err
 	}
 	env := in.env
 	r.mu.Unlock()
-	out := &tailBuffer{max: logTail}
-	env.Stdout, env.Stderr = out, out
-	code := shell.Exec(ctx, argv, env)
-	return code, string(out.bytes()), nil
+	env.Stdin, env.Stdout, env.Stderr, env.TTY = s.Stdin, s.Stdout, s.Stderr, s.TTY
+	if s.TTY {
+		env.Stderr = s.Stdout
+	}
+	return shell.Exec(ctx, argv, env), nil
 }
 
-// Logs returns the tail of an instance's output.
-func (r *Runtime) Logs(uid types.UID, id string) string {
+// Log returns the log of the named container's newest instance, or with previous of the one
+// before it; false when there is none.
+func (r *Runtime) Log(uid types.UID, name string, previous bool) (*logs.Log, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, in := r.find(uid, id); in != nil {
-		return string(in.logs.bytes())
+	sb := r.pods[uid]
+	if sb == nil {
+		return nil, false
 	}
-	return ""
+	skip := 0
+	if previous {
+		skip = 1
+	}
+	for i := len(sb.instances) - 1; i >= 0; i-- {
+		if in := sb.instances[i]; in.status.Name == name {
+			if skip == 0 {
+				return in.logs, true
+			}
+			skip--
+		}
+	}
+	return nil, false
+}
+
+// Logs returns what the instance has written to its current log file, without timestamps.
+func (r *Runtime) Logs(uid types.UID, id string) string {
+	r.mu.Lock()
+	_, in := r.find(uid, id)
+	r.mu.Unlock()
+	if in == nil {
+		return ""
+	}
+	var buf bytes.Buffer
+	_ = in.logs.Read(context.Background(), &buf, nil)
+	return buf.String()
+}
+
+// PortForward connects stream to port of the pod's sandbox, as the kubelet's port-forward
+// connects to localhost in the pod's network namespace, and copies until either side closes.
+func (r *Runtime) PortForward(ctx context.Context, uid types.UID, port int32, stream io.ReadWriteCloser) error {
+	r.mu.Lock()
+	sb := r.pods[uid]
+	var iface *network.Interface
+	if sb != nil {
+		iface = sb.iface
+	}
+	r.mu.Unlock()
+	if iface == nil {
+		return fmt.Errorf("pod %s has no network sandbox", uid)
+	}
+	if !validPort(port) {
+		return fmt.Errorf("invalid port %d", port)
+	}
+	conn, err := iface.Dial(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+	if err != nil {
+		return fmt.Errorf("failed to connect to localhost:%d inside namespace of pod %s: %w", port, uid, err)
+	}
+	defer conn.Close()
+	done := make(chan struct{}, 2)
+	go func() {
+		_, _ = io.Copy(conn, stream)
+		if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		_, _ = io.Copy(stream, conn)
+		done <- struct{}{}
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
 }
 
 func (r *Runtime) serve(uid types.UID, in *instance, port int32, h http.Handler) {

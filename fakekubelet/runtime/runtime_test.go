@@ -80,7 +80,7 @@ func TestExitReasonsAttemptsAndRemoval(t *testing.T) {
 	h.waitExit(t, "c")
 	ps, _ := h.rt.Status(pod.UID)
 	got := ps.Latest("c")
-	if got.ID != first.ID || got.State != container.Exited || got.ExitCode != 3 || got.Reason != container.ReasonError || got.Message != "boom" {
+	if got.ID != first.ID || got.State != container.Exited || got.ExitCode != 3 || got.Reason != container.ReasonError || got.Message != "boom\n" {
 		t.Fatalf("first instance: %+v", got)
 	}
 	if got.Image != "docker.io/library/busybox:latest" || !strings.HasPrefix(got.ImageRef, "docker.io/library/busybox@sha256:") {
@@ -467,5 +467,24 @@ func TestProjectedVolumes(t *testing.T) {
 	if err := h.rt.RunSandbox(context.Background(), missing, "10.64.0.3"); err == nil ||
 		!strings.HasSuffix(err.Error(), ": configmap references non-existent config key: zz") {
 		t.Fatalf("a missing key: %v", err)
+	}
+}
+
+// The termination message falls back to the log as the kubelet reads it: a last line without a
+// newline (echo -n) reads back without one (upstream's conformance test "should report
+// termination message from log output if TerminationMessagePolicy FallbackToLogsOnError is set").
+func TestTerminationMessageFromLog(t *testing.T) {
+	h := newHarness(t)
+	pod := testPod()
+	mustRunSandbox(t, h.rt, pod, "10.64.0.2")
+	c := &corev1.Container{Name: "c", Image: "busybox", Command: []string{"/bin/sh", "-c", "/bin/echo -n DONE; /bin/false"},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
+	if _, err := h.rt.Start(pod, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.waitExit(t, "c")
+	ps, _ := h.rt.Status(pod.UID)
+	if got := ps.Latest("c").Message; got != "DONE" {
+		t.Errorf("message %q, want %q", got, "DONE")
 	}
 }

@@ -60,9 +60,15 @@ type Env struct {
 	// Net is the network the pod's sandbox is on; nil: none, so no name resolves and no address
 	// is reachable.
 	Net Net
-	// Log is the container's log: what the main process's stdout and stderr reach, and so what
-	// /proc/1/fd/1 and /proc/1/fd/2 write to from any process. Default: Stdout.
-	Log io.Writer
+	// Stdin is what the process reads; nil: an empty input. A shell with no script reads its
+	// commands from it (kubectl exec -i ... sh).
+	Stdin io.Reader
+	// TTY: Stdin and Stdout are a terminal, so an interactive shell prompts and echoes its input.
+	TTY bool
+	// MainStdout and MainStderr are the container's log streams: what its main process's stdout
+	// and stderr reach, and so what /proc/1/fd/1 and /proc/1/fd/2 write to from any process.
+	// Default: Stdout and Stderr.
+	MainStdout, MainStderr io.Writer
 }
 
 // Net is what a container reaches through its sandbox's interface: TCP dials and listeners, ICMP
@@ -204,7 +210,7 @@ func (p *process) run(ctx context.Context, argv []string) int {
 	}
 	if script == "" && scriptName == "" {
 		if len(args) == 0 {
-			return 0 // no script and no terminal: the shell reads an empty stdin and exits
+			return p.interactive(ctx, params)
 		}
 		data, err := p.env.FS.ReadFile(p.abs(args[0]))
 		if err != nil {
@@ -241,10 +247,20 @@ func (p *process) script(ctx context.Context, script, name string, params []stri
 		fmt.Fprintf(p.stderr(), "%s: %s is not supported by restartbed's shell\n", orDefault(name, "sh"), reason)
 		return ExitUsage
 	}
+	runner, err := p.newRunner(params)
+	if err != nil {
+		fmt.Fprintf(p.stderr(), "sh: %v\n", err)
+		return ExitUsage
+	}
+	return exitCode(runner.Run(ctx, file))
+}
+
+// newRunner is an interpreter for the process, with positional parameters params.
+func (p *process) newRunner(params []string) (*interp.Runner, error) {
 	opts := []interp.RunnerOption{
 		interp.Env(expand.ListEnviron(p.vars()...)),
 		func(r *interp.Runner) error { r.Dir = p.dir(); return nil },
-		interp.StdIO(nil, p.stdout(), p.stderr()),
+		interp.StdIO(p.env.Stdin, p.stdout(), p.stderr()),
 		interp.CallHandler(p.call),
 		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return p.exec }),
 		interp.OpenHandler(p.open),
@@ -257,13 +273,12 @@ func (p *process) script(ctx context.Context, script, name string, params []stri
 	}
 	runner, err := interp.New(opts...)
 	if err != nil {
-		fmt.Fprintf(p.stderr(), "sh: %v\n", err)
-		return ExitUsage
+		return nil, err
 	}
 	p.mu.Lock()
 	p.runner = runner
 	p.mu.Unlock()
-	return exitCode(runner.Run(ctx, file))
+	return runner, nil
 }
 
 // unsupported names a construct that would reach the host (process substitution makes a FIFO
@@ -319,11 +334,17 @@ func (p *process) dir() string {
 
 func (p *process) stdout() io.Writer { return orDiscard(p.env.Stdout) }
 
-func (p *process) log() io.Writer {
-	if p.env.Log != nil {
-		return p.env.Log
+// mainOutput is the main process's stdout (fd 1) or stderr (fd 2).
+func (p *process) mainOutput(fd int) io.Writer {
+	switch {
+	case fd == 1 && p.env.MainStdout != nil:
+		return p.env.MainStdout
+	case fd == 2 && p.env.MainStderr != nil:
+		return p.env.MainStderr
+	case fd == 1:
+		return p.stdout()
 	}
-	return p.stdout()
+	return p.stderr()
 }
 func (p *process) stderr() io.Writer { return orDiscard(p.env.Stderr) }
 
@@ -411,16 +432,28 @@ func (p *process) exec(ctx context.Context, args []string) error {
 		sub := &process{env: p.env}
 		sub.env.Vars = envList(hc.Env)
 		sub.env.Dir = hc.Dir
-		sub.env.Stdout, sub.env.Stderr = hc.Stdout, hc.Stderr
+		sub.env.Stdin, sub.env.Stdout, sub.env.Stderr = hc.Stdin, hc.Stdout, hc.Stderr
 		return statusErr(sub.run(ctx, args))
 	}
 	util := utilities[name]
+	if util == nil && slices.Contains(appletBuiltins, name) {
+		// /bin/echo, /bin/false ...: busybox's applets of the same name as the shell's builtins.
+		sub := &process{env: p.env}
+		sub.env.Vars = envList(hc.Env)
+		sub.env.Dir = hc.Dir
+		sub.env.Stdin, sub.env.Stdout, sub.env.Stderr = hc.Stdin, hc.Stdout, hc.Stderr
+		return statusErr(sub.script(ctx, quoteArgs(append([]string{name}, args[1:]...)), name, nil))
+	}
 	if util == nil {
 		fmt.Fprintf(hc.Stderr, "sh: %s: not found\n", args[0])
 		return statusErr(ExitNotFound)
 	}
 	return statusErr(util(ctx, &call{p: p, hc: hc, args: args}))
 }
+
+// appletBuiltins are the shell builtins that busybox also has as commands, which scripts call by
+// path (/bin/echo -n, /bin/false).
+var appletBuiltins = []string{"echo", "false", "true", "printf", "test", "[", "pwd", "kill"}
 
 // statusErr is how an exec handler reports an exit status: nil for 0.
 func statusErr(code int) error {
@@ -449,8 +482,10 @@ func (p *process) open(ctx context.Context, name string, flag int, perm os.FileM
 		return writeOnly{hc.Stdout}, nil
 	case "/dev/stderr":
 		return writeOnly{hc.Stderr}, nil
-	case "/proc/1/fd/1", "/proc/1/fd/2":
-		return writeOnly{p.log()}, nil
+	case "/proc/1/fd/1":
+		return writeOnly{p.mainOutput(1)}, nil
+	case "/proc/1/fd/2":
+		return writeOnly{p.mainOutput(2)}, nil
 	}
 	return p.env.FS.Open(pathIn(hc.Dir, name), flag, perm)
 }
