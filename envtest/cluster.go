@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -118,7 +119,9 @@ type Cluster struct {
 	jobSet            *runningManager
 	kueue             *runningManager
 	storage           *runningManager
-	work              *workDir
+	// kubeletAPI is the way from the apiserver to the kubelets' API (with nodes only).
+	kubeletAPI *kubeletAPI
+	work       *workDir
 
 	stopOnce sync.Once
 	stopErr  error
@@ -219,6 +222,11 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	apiserver := &crenvtest.APIServer{Path: paths[controlplane.KubeAPIServerBinary], CertDir: c.work.file("apiserver"), Out: out, Err: out}
 	args := apiserver.Configure()
 	c.apiServerArgs(args, opts.DisableControllerManager)
+	if len(opts.Nodes) > 0 {
+		if c.kubeletAPI, err = c.startKubeletAPI(args); err != nil {
+			return err
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(opts.APIServerFlags)) {
 		args.Set(name, opts.APIServerFlags[name]...)
 	}
@@ -287,7 +295,11 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 	}
 	if len(opts.Nodes) > 0 {
-		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{
+		clientCA, err := os.ReadFile(filepath.Join(apiserver.CertDir, apiserverClientCAFile))
+		if err != nil {
+			return fmt.Errorf("reading the apiserver's client CA for the kubelets: %w", err)
+		}
+		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{API: c.kubeletAPI.kubeletOptions(clientCA),
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
 			Programs: opts.Programs, Builtins: opts.builtinPrograms(), KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
 		})
@@ -297,6 +309,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		if err := c.Kubelet.Start(ctx); err != nil {
 			return err
 		}
+		c.kubeletAPI.connectTo(c.Kubelet.Dial)
 	}
 	return c.waitComponents(ctx)
 }
@@ -328,7 +341,7 @@ func (c *Cluster) Stop() error {
 		if c.Kubelet != nil {
 			c.Kubelet.Stop()
 		}
-		var errs []error
+		errs := []error{c.kubeletAPI.stop()}
 		for _, comp := range slices.Backward(c.components) {
 			errs = append(errs, comp.stop())
 		}

@@ -2,8 +2,10 @@ package fakekubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"sync"
 
@@ -41,10 +43,12 @@ type Kubelet struct {
 	pods       *pods
 	rt         *runtime.Runtime
 	network    *network.Network
-	status     *status.Manager
-	programs   *program.Registry
-	release    release.Kubelet
-	events     *events
+	// controlPlane is the apiserver's address on the pod network, where Dial starts.
+	controlPlane *network.Interface
+	status       *status.Manager
+	programs     *program.Registry
+	release      release.Kubelet
+	events       *events
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -140,9 +144,21 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 			return fmt.Errorf("fakekubelet: informer for %v did not sync: %w", typ, context.Cause(startCtx))
 		}
 	}
+	ifaces := map[string]*network.Interface{}
 	for _, n := range k.nodes.All() {
-		if _, err := k.network.Attach(n.InternalIP(), n.Name()); err != nil {
+		iface, err := k.network.Attach(n.InternalIP(), n.Name())
+		if err != nil {
 			return fmt.Errorf("fakekubelet: node %s: %w", n.Name(), err)
+		}
+		ifaces[n.Name()] = iface
+	}
+	var err error
+	if k.controlPlane, err = k.network.Attach(ControlPlaneAddr, ""); err != nil {
+		return fmt.Errorf("fakekubelet: the control plane's address: %w", err)
+	}
+	if k.opts.API != nil {
+		if err := k.serveAPI(ifaces); err != nil {
+			return err
 		}
 	}
 	k.wg.Go(func() { k.status.Run(ctx, StatusWorkers) })
@@ -173,6 +189,20 @@ func (k *Kubelet) Stop() {
 	})
 }
 
+// ControlPlaneAddr is the control plane's address on the pod network: where the apiserver's
+// connections to nodes and pods come from (Dial), past the last node's address.
+var ControlPlaneAddr = netip.MustParseAddr("172.31.255.254")
+
+// Dial connects from the control plane to address ("ip:port") on the pod network: a node's
+// kubelet API, a pod's port, a Service's cluster IP; what the apiserver reaches through its
+// egress to the cluster. A partitioned node cannot be reached.
+func (k *Kubelet) Dial(ctx context.Context, address string) (net.Conn, error) {
+	if k.controlPlane == nil {
+		return nil, errors.New("fakekubelet: not started")
+	}
+	return k.controlPlane.Dial(ctx, address)
+}
+
 // newNetwork makes sure the cluster has its DNS Service and builds the pod network on the
 // shared Service and EndpointSlice informers. A node cut off from the apiserver is cut off from
 // the other nodes' pods too: its pods neither reach nor are reached from elsewhere.
@@ -185,8 +215,12 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 		Services:       factory.Core().V1().Services().Lister(),
 		EndpointSlices: factory.Discovery().V1().EndpointSlices().Lister(),
 		Reachable: func(from, to string) bool {
-			a, b := k.nodes.Get(from), k.nodes.Get(to)
-			return a != nil && b != nil && !a.Partitioned() && !b.Partitioned()
+			// "" is the control plane, cut off from a partitioned node as the node is from it.
+			up := func(node string) bool {
+				n := k.nodes.Get(node)
+				return node == "" || (n != nil && !n.Partitioned())
+			}
+			return up(from) && up(to)
 		},
 	})
 	return err
@@ -215,7 +249,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	informer := factory.Core().V1().Pods().Informer()
 	if err := informer.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
 		return []string{string(obj.(*corev1.Pod).UID)}, nil
-	}}); err != nil {
+	}, nodeIndex: podsByNode}); err != nil {
 		return fmt.Errorf("fakekubelet: pod index: %w", err)
 	}
 	p.informer = informer

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/internal/pki"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -85,6 +86,19 @@ type Options struct {
 	// release's registry of node features discovers for these gates and this version (envtest
 	// reads it from the release; see controlplane.Release.DeclaredFeatures).
 	DeclaredFeatures []string
+	// API configures the kubelet API each node serves on its address; nil: none is served.
+	API *APIOptions
+}
+
+// APIOptions configure the kubelet API (package server) the nodes serve on port 10250 of their
+// InternalIP: what kubectl logs, exec, attach and port-forward reach through the apiserver.
+type APIOptions struct {
+	// ServingCA signs each node's serving certificate (for its name and InternalIP); the
+	// apiserver verifies the kubelets with it (--kubelet-certificate-authority).
+	ServingCA *pki.CA
+	// ClientCAs are the PEM certificates of the CAs whose client certificates the kubelets
+	// accept (--client-ca-file): the apiserver's client certificate for kubelets among them.
+	ClientCAs []byte
 }
 
 func (o *Options) complete() error {

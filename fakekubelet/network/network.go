@@ -2,8 +2,11 @@ package network
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -132,6 +135,18 @@ func (i *Interface) Listen(port uint16) (net.Listener, error) {
 // the port; connections already open are served to their end.
 func (i *Interface) Serve(port uint16, h http.Handler) (stop func(), err error) {
 	a := &httpAcceptor{handler: h}
+	if err := i.bind(port, a); err != nil {
+		return nil, err
+	}
+	return func() { i.unbind(port, a) }, nil
+}
+
+// ServeTLS is Serve behind TLS with cfg (HTTP/1.1 only, so that clients can upgrade to a
+// stream, as kubectl exec and port-forward do).
+func (i *Interface) ServeTLS(port uint16, h http.Handler, cfg *tls.Config) (stop func(), err error) {
+	cfg = cfg.Clone()
+	cfg.NextProtos = []string{"http/1.1"}
+	a := &httpAcceptor{handler: h, tls: cfg}
 	if err := i.bind(port, a); err != nil {
 		return nil, err
 	}
@@ -372,12 +387,21 @@ func (l *listener) Close() error {
 // Addr is the address the listener is bound to.
 func (l *listener) Addr() net.Addr { return tcpAddr(l.iface.addr, l.port) }
 
-// httpAcceptor serves HTTP on every connection it is given.
-type httpAcceptor struct{ handler http.Handler }
+// httpAcceptor serves HTTP on every connection it is given, behind TLS when tls is set.
+type httpAcceptor struct {
+	handler http.Handler
+	tls     *tls.Config
+}
 
 func (a *httpAcceptor) accept(c net.Conn) error {
-	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: httpReadHeaderTimeout}
-	go func() { _ = srv.Serve(&oneConn{conn: c, done: make(chan struct{})}) }()
+	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: httpReadHeaderTimeout, TLSConfig: a.tls,
+		ErrorLog: log.New(io.Discard, "", 0)}
+	l := &oneConn{conn: c, done: make(chan struct{})}
+	if a.tls != nil {
+		go func() { _ = srv.ServeTLS(l, "", "") }()
+		return nil
+	}
+	go func() { _ = srv.Serve(l) }()
 	return nil
 }
 

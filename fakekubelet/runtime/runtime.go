@@ -23,6 +23,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/logs"
@@ -131,6 +133,8 @@ type instance struct {
 	env    shell.Env
 	logs   *logs.Log
 	spec   corev1.Container
+	// stdin is the write end of the process's stdin when the container has one (spec stdin).
+	stdin io.WriteCloser
 	// term and kill deliver SIGTERM and SIGKILL; forced overrides the exit (fault injection).
 	term, kill context.CancelFunc
 	forced     *forcedExit
@@ -334,6 +338,11 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	if sb.iface != nil {
 		in.env.Net = sb.iface
 	}
+	if c.Stdin {
+		pr, pw := io.Pipe()
+		in.env.Stdin, in.stdin = pr, pw
+		in.env.TTY = c.TTY
+	}
 	sb.instances = append(sb.instances, in)
 	pruneExited(sb, c.Name)
 
@@ -441,6 +450,9 @@ func pruneExited(sb *sandbox, name string) {
 // exited records a process's end.
 func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 	in.logs.Close()
+	if in.stdin != nil {
+		_ = in.stdin.Close()
+	}
 	r.mu.Lock()
 	close(in.done)
 	in.term()
@@ -674,6 +686,72 @@ func (r *Runtime) Log(uid types.UID, name string, previous bool) (*logs.Log, boo
 		}
 	}
 	return nil, false
+}
+
+// LogOf returns the log of the pod's instance with containerID ("containerd://ID" or ID).
+func (r *Runtime) LogOf(uid types.UID, containerID string) (*logs.Log, bool) {
+	_, id, found := strings.Cut(containerID, "://")
+	if !found {
+		id = containerID
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, in := r.find(uid, id); in != nil {
+		return in.logs, true
+	}
+	return nil, false
+}
+
+// RunningContainers names the pod's containers that have a running instance.
+func (r *Runtime) RunningContainers(uid types.UID) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var names []string
+	if sb := r.pods[uid]; sb != nil {
+		for _, in := range sb.instances {
+			if in.status.State == container.Running && !slices.Contains(names, in.status.Name) {
+				names = append(names, in.status.Name)
+			}
+		}
+	}
+	return names
+}
+
+// Attach connects to the named container's running process as kubectl attach does: its output
+// from now on reaches the streams until it exits or ctx ends, and when the container has stdin
+// (spec stdin: true) what the client sends reaches the process; with stdinOnce the process's
+// stdin closes when the first attach's does.
+func (r *Runtime) Attach(ctx context.Context, uid types.UID, name string, s Streams) error {
+	r.mu.Lock()
+	in, err := r.running(uid, name)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	stdin := in.stdin
+	r.mu.Unlock()
+	if s.Stdin != nil && stdin != nil {
+		go func() {
+			_, _ = io.Copy(stdin, s.Stdin)
+			if in.spec.StdinOnce {
+				_ = stdin.Close()
+			}
+		}()
+	}
+	follow := &corev1.PodLogOptions{Follow: true, TailLines: ptr.To[int64](0)}
+	var wg sync.WaitGroup
+	for stream, w := range map[string]io.Writer{logs.Stdout: s.Stdout, logs.Stderr: s.Stderr} {
+		if w == nil || (s.TTY && stream == logs.Stderr) {
+			continue
+		}
+		opts := follow.DeepCopy()
+		if !s.TTY {
+			opts.Stream = ptr.To(map[string]string{logs.Stdout: corev1.LogStreamStdout, logs.Stderr: corev1.LogStreamStderr}[stream])
+		}
+		wg.Go(func() { _ = in.logs.Read(ctx, w, opts) })
+	}
+	wg.Wait()
+	return nil
 }
 
 // Logs returns what the instance has written to its current log file, without timestamps.

@@ -10,7 +10,7 @@ import (
 )
 
 // interactive reads commands from stdin and runs them as they come, as sh does with no script:
-// with no stdin it exits at once (an empty input). On a terminal it prompts as busybox's root
+// with no stdin it exits at once (an empty input). The commands themselves read an empty stdin. On a terminal it prompts as busybox's root
 // shell does ("/ # ", "> " for a continued line), echoes what is typed and ends lines with CRLF,
 // as the pod's pseudo-terminal would.
 func (p *process) interactive(ctx context.Context, params []string) int {
@@ -22,7 +22,9 @@ func (p *process) interactive(ctx context.Context, params []string) int {
 		p.env.Stderr = p.env.Stdout
 		p.env.Stdin = &terminal{in: p.env.Stdin, echo: p.env.Stdout}
 	}
-	runner, err := p.newRunner(params)
+	// The interpreter copies a command's stdin ahead of it, which would take the lines meant for
+	// the shell: the commands an interactive shell runs read an empty stdin.
+	runner, err := p.newRunner(nil, params)
 	if err != nil {
 		fmt.Fprintf(p.stderr(), "sh: %v\n", err)
 		return ExitUsage

@@ -247,7 +247,7 @@ func (p *process) script(ctx context.Context, script, name string, params []stri
 		fmt.Fprintf(p.stderr(), "%s: %s is not supported by restartbed's shell\n", orDefault(name, "sh"), reason)
 		return ExitUsage
 	}
-	runner, err := p.newRunner(params)
+	runner, err := p.newRunner(p.env.Stdin, params)
 	if err != nil {
 		fmt.Fprintf(p.stderr(), "sh: %v\n", err)
 		return ExitUsage
@@ -255,12 +255,12 @@ func (p *process) script(ctx context.Context, script, name string, params []stri
 	return exitCode(runner.Run(ctx, file))
 }
 
-// newRunner is an interpreter for the process, with positional parameters params.
-func (p *process) newRunner(params []string) (*interp.Runner, error) {
+// newRunner is an interpreter for the process reading stdin, with positional parameters params.
+func (p *process) newRunner(stdin io.Reader, params []string) (*interp.Runner, error) {
 	opts := []interp.RunnerOption{
 		interp.Env(expand.ListEnviron(p.vars()...)),
 		func(r *interp.Runner) error { r.Dir = p.dir(); return nil },
-		interp.StdIO(p.env.Stdin, p.stdout(), p.stderr()),
+		interp.StdIO(stdin, p.stdout(), p.stderr()),
 		interp.CallHandler(p.call),
 		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return p.exec }),
 		interp.OpenHandler(p.open),
