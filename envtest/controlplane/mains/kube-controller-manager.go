@@ -37,6 +37,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register"          // as upstream's main
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // as upstream's main
 	_ "k8s.io/component-base/metrics/prometheus/version"  // as upstream's main
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	"k8s.io/kubernetes/pkg/controller/job"
 	"k8s.io/kubernetes/pkg/controller/podgc"
@@ -125,7 +126,9 @@ func startPodGC(upstream []string, t tunables) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
+	// The controller runs while the command below configures klog: with its own logger in the
+	// context it never reads klog's global one as that is replaced (which crashed it).
+	ctx := klog.NewContext(context.Background(), klog.NewKlogr())
 	factory := informers.NewSharedInformerFactory(client, 0)
 	gc := podgc.NewPodGCInternal(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 		threshold, t.podGCPeriod, t.podGCQuarantine)
