@@ -3,9 +3,12 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,6 +167,8 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 		t.Errorf("currentInPlaceRestartAttempt = %q, want 0", got)
 	}
 
+	kubeletAPI(t, k, kubeconfig, run, must, eventually)
+
 	if err := up.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -186,5 +191,162 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 	probe := exec.Command(k, "--kubeconfig", stale, "--request-timeout", "5s", "get", "nodes")
 	if b, err := probe.CombinedOutput(); err == nil {
 		t.Errorf("the apiserver still answers after up stopped:\n%s", b)
+	}
+}
+
+// talker's first instance prints first-run and fails; the second reads its ConfigMap through env
+// and a volume, then ticks.
+const talker = `apiVersion: v1
+kind: Pod
+metadata: {name: talker}
+spec:
+  restartPolicy: Always
+  volumes:
+  - {name: state, emptyDir: {}}
+  - {name: config, configMap: {name: greeting}}
+  containers:
+  - name: main
+    image: busybox
+    env:
+    - name: GREETING
+      valueFrom: {configMapKeyRef: {name: greeting, key: text}}
+    volumeMounts:
+    - {name: state, mountPath: /state}
+    - {name: config, mountPath: /config}
+    command: [sh, -c, 'if [ ! -f /state/ran ]; then touch /state/ran; echo first-run; exit 1; fi;
+      echo "env=$GREETING file=$(cat /config/text)"; i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.2; done']
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: server}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: [sh, -c, 'while true; do printf "HTTP/1.0 200 OK\\r\\n\\r\\nserved by the pod\\n" | nc -l -p 8080; done']
+`
+
+// kubeletAPI drives kubectl logs [-p] [-f], exec (-it through a terminal), port-forward and a
+// ConfigMap's references against `restartbed up`.
+func kubeletAPI(t *testing.T, k, kubeconfig string, run func(...string) (string, error), must func(...string) string,
+	eventually func(string, func() bool)) {
+	t.Helper()
+	must("create", "configmap", "greeting", "--from-literal=text=hello")
+	apply := exec.Command(k, "--kubeconfig", kubeconfig, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(talker)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	eventually("talker restarted and running", func() bool {
+		s, _ := run("logs", "talker")
+		return strings.Contains(s, "tick-1")
+	})
+	logs := must("logs", "talker")
+	if !strings.HasPrefix(logs, "env=hello file=hello\ntick-0\n") {
+		t.Errorf("kubectl logs talker:\n%s", logs)
+	}
+	if got := must("logs", "-p", "talker"); got != "first-run" {
+		t.Errorf("kubectl logs -p talker: %q, want first-run", got)
+	}
+	if got := must("logs", "--tail=1", "server"); got != "" {
+		t.Errorf("kubectl logs --tail=1 server: %q, want nothing", got)
+	}
+
+	// -f goes on as the container writes.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	follow := exec.CommandContext(ctx, k, "--kubeconfig", kubeconfig, "logs", "-f", "--tail=1", "talker")
+	stdout, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	var followed []string
+	for len(followed) < 5 && lines.Scan() {
+		followed = append(followed, lines.Text())
+	}
+	_ = follow.Process.Kill()
+	_ = follow.Wait()
+	if len(followed) < 5 || !strings.HasPrefix(followed[4], "tick-") {
+		t.Errorf("kubectl logs -f printed %q, want 5 ticks as they came", followed)
+	}
+
+	out, err := exec.Command(k, "--kubeconfig", kubeconfig, "exec", "talker", "--", "sh", "-c", "echo $GREETING; cat /config/text; exit 4").Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 4 || string(out) != "hello\nhello" {
+		t.Errorf("kubectl exec: %q, %v; want hello twice and exit code 4", out, err)
+	}
+
+	// exec -it: a shell on a terminal, typed into.
+	shell := exec.Command(k, "--kubeconfig", kubeconfig, "exec", "-it", "talker", "--", "sh")
+	term, err := startOnTerminal(shell)
+	if err != nil {
+		t.Fatalf("a terminal for kubectl exec -it: %v", err)
+	}
+	defer term.Close()
+	var screen syncBuffer
+	go func() { _, _ = io.Copy(&screen, term) }()
+	waitFor := func(what string) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); !strings.Contains(screen.String(), what); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("kubectl exec -it: no %q on the terminal:\n%q", what, screen.String())
+			}
+		}
+	}
+	waitFor("/ # ")
+	_, _ = io.WriteString(term, "echo $((6 * 7)) $GREETING\r")
+	waitFor("42 hello")
+	_, _ = io.WriteString(term, "exit 3\r")
+	shellDone := make(chan error, 1)
+	go func() { shellDone <- shell.Wait() }()
+	select {
+	case err := <-shellDone:
+		if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+			t.Errorf("kubectl exec -it ... sh ended with %v, want exit code 3", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = shell.Process.Kill()
+		t.Errorf("kubectl exec -it did not end after exit:\n%q", screen.String())
+	}
+
+	// port-forward to the pod's server.
+	eventually("server running", func() bool {
+		s, _ := run("get", "pod", "server", "-o", "jsonpath={.status.phase}")
+		return s == "Running"
+	})
+	pf := exec.Command(k, "--kubeconfig", kubeconfig, "port-forward", "pod/server", ":8080")
+	pfOut, err := pf.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
+	forwarding := bufio.NewScanner(pfOut)
+	var local string
+	for forwarding.Scan() {
+		// Forwarding from 127.0.0.1:PORT -> 8080
+		if f := strings.Fields(forwarding.Text()); len(f) >= 3 && strings.HasPrefix(f[2], "127.0.0.1:") {
+			local = f[2]
+			break
+		}
+	}
+	if local == "" {
+		t.Fatal("kubectl port-forward named no local port")
+	}
+	go func() { _, _ = io.Copy(io.Discard, pfOut) }()
+	resp, err := http.Get("http://" + local + "/")
+	if err != nil {
+		t.Fatalf("GET through kubectl port-forward: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "served by the pod\n" {
+		t.Errorf("through kubectl port-forward: %q", body)
 	}
 }
