@@ -21,6 +21,8 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
 KUBERNETES_RELEASES := v1.35.8 v1.36.4 v1.37.2
 # Modules that use restartbed as a library, one per supported minor; make test runs each.
 EXAMPLES := $(wildcard examples/*/go.mod)
+# Modules that run upstream's own test suites against restartbed; make test-upstream runs each.
+UPSTREAM := $(wildcard test/upstream/*/go.mod)
 # The newer supported minors' libraries (minor:k8s.io version:controller-runtime version):
 # hack/compat holds restartbed's go.mod moved to each, and make test runs the unit tests with it.
 COMPAT := 1.36:v0.36.4:v0.24.0 1.37:v0.37.2:v0.25.1
@@ -59,6 +61,10 @@ test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and t
 	@for m in $(dir $(EXAMPLES)); do echo "== $$m"; (cd $$m && $(GO) test $(GOTEST_FLAGS) ./...) || exit 1; done
 	@for m in hack/compat/*.mod; do echo "== unit tests with $$m"; $(GO) test -modfile=$$m $(UNIT_PKGS) || exit 1; done
 
+.PHONY: test-upstream
+test-upstream: envtest-assets ## Upstream's own suites against restartbed: JobSet v0.12.0's e2e (both controllers); docs/upstream-tests.md.
+	@for m in $(dir $(UPSTREAM)); do echo "== $$m"; (cd $$m && $(GO) test -count=1 -timeout 80m -v ./...) || exit 1; done
+
 .PHONY: test-unit
 test-unit: ## Unit tests only (no control plane).
 	$(GO) test $(GOTEST_FLAGS) $(UNIT_PKGS)
@@ -72,7 +78,7 @@ generate: ## Regenerate deepcopy code, CRDs and the releases' modules, feature g
 .PHONY: lint
 lint: ## golangci-lint (pinned in hack/tools; rules in .golangci.yml) on the module and the consumer modules, tests included.
 	$(TOOLS) golangci-lint run ./...
-	@for m in $(dir $(EXAMPLES)); do (cd $$m && $(TOOLS) golangci-lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
+	@for m in $(dir $(EXAMPLES) $(UPSTREAM)); do (cd $$m && $(TOOLS) golangci-lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 
 .PHONY: verify
 verify: lint ## Fail on lint findings, unformatted code, vet findings, untidy modules or stale generated files.
@@ -80,8 +86,8 @@ verify: lint ## Fail on lint findings, unformatted code, vet findings, untidy mo
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
-	@for m in $(dir $(EXAMPLES)); do (cd $$m && $(GO) mod tidy -diff && $(GO) vet ./...) || exit 1; done
-	@if grep -h -E '^\s*(replace\s+)?k8s\.io/[^ ]+ =>' go.mod $(EXAMPLES); then \
+	@for m in $(dir $(EXAMPLES) $(UPSTREAM)); do (cd $$m && $(GO) mod tidy -diff && $(GO) vet ./...) || exit 1; done
+	@if grep -h -E '^\s*(replace\s+)?k8s\.io/[^ ]+ =>' go.mod $(EXAMPLES) $(UPSTREAM); then \
 		echo "a replace of a k8s.io module: the library must build with every supported minor's own modules"; exit 1; fi
 	$(MAKE) --no-print-directory generate
 	@out=$$(git status --porcelain); if [ -n "$$out" ]; then echo "generated files are stale or untracked (run make generate and commit):"; echo "$$out"; exit 1; fi

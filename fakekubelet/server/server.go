@@ -26,15 +26,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	remotecommandconsts "k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/klog/v2"
-	"k8s.io/kubelet/pkg/cri/streaming/portforward"
-	remotecommandserver "k8s.io/kubelet/pkg/cri/streaming/remotecommand"
-	utilexec "k8s.io/utils/exec"
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/logs"
@@ -384,21 +379,15 @@ func logContainerID(pod *corev1.Pod, name string, previous bool) (string, error)
 	return "", fmt.Errorf("container %q in pod %q is waiting to start - no logs yet", name, pod.Name)
 }
 
-// streamCreationTimeout is how long a client has to open its streams.
-const streamCreationTimeout = remotecommandconsts.DefaultStreamCreationTimeout
-
 func (n *nodeAPI) exec(w http.ResponseWriter, r *http.Request) {
 	pod, ok := n.target(w, r)
 	if !ok {
 		return
 	}
-	opts, err := remotecommandserver.NewOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	remotecommandserver.ServeExec(w, r, streams{n.s.opts.Runtime}, pod.Namespace+"/"+pod.Name, pod.UID, r.PathValue("container"),
-		r.URL.Query()[corev1.ExecCommandParam], opts, n.s.opts.StreamIdleTimeout, streamCreationTimeout, remotecommandconsts.SupportedStreamingProtocols)
+	argv := r.URL.Query()[corev1.ExecCommandParam]
+	serveCommand(w, r, n.s.opts.StreamIdleTimeout, func(ctx context.Context, s runtime.Streams) (int, error) {
+		return n.s.opts.Runtime.ExecStream(ctx, pod.UID, r.PathValue("container"), argv, s)
+	})
 }
 
 func (n *nodeAPI) attach(w http.ResponseWriter, r *http.Request) {
@@ -406,13 +395,9 @@ func (n *nodeAPI) attach(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	opts, err := remotecommandserver.NewOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	remotecommandserver.ServeAttach(w, r, streams{n.s.opts.Runtime}, pod.Namespace+"/"+pod.Name, pod.UID, r.PathValue("container"),
-		opts, n.s.opts.StreamIdleTimeout, streamCreationTimeout, remotecommandconsts.SupportedStreamingProtocols)
+	serveCommand(w, r, n.s.opts.StreamIdleTimeout, func(ctx context.Context, s runtime.Streams) (int, error) {
+		return 0, n.s.opts.Runtime.Attach(ctx, pod.UID, r.PathValue("container"), s)
+	})
 }
 
 func (n *nodeAPI) portForward(w http.ResponseWriter, r *http.Request) {
@@ -420,13 +405,9 @@ func (n *nodeAPI) portForward(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	opts, err := portforward.NewV4Options(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	portforward.ServePortForward(w, r, streams{n.s.opts.Runtime}, pod.Namespace+"/"+pod.Name, pod.UID, opts,
-		n.s.opts.StreamIdleTimeout, streamCreationTimeout, portforward.SupportedProtocols)
+	servePortForward(w, r, n.s.opts.StreamIdleTimeout, pod.Namespace+"/"+pod.Name, func(ctx context.Context, port int32, stream io.ReadWriteCloser) error {
+		return n.s.opts.Runtime.PortForward(ctx, pod.UID, port, stream)
+	})
 }
 
 // run runs the cmd query parameter in the container and returns its combined output, as the
@@ -447,41 +428,4 @@ func (n *nodeAPI) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, out.String())
-}
-
-// streams adapts the runtime to the streaming server's interfaces.
-type streams struct{ rt Runtime }
-
-func (s streams) ExecInContainer(ctx context.Context, _ string, uid types.UID, container string, cmd []string, in io.Reader, out, errOut io.WriteCloser,
-	tty bool, _ <-chan remotecommand.TerminalSize, timeout time.Duration) error {
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	code, err := s.rt.ExecStream(ctx, uid, container, cmd, runtime.Streams{Stdin: in, Stdout: writerOrNil(out), Stderr: writerOrNil(errOut), TTY: tty})
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", code), Code: code}
-	}
-	return nil
-}
-
-func (s streams) AttachContainer(ctx context.Context, _ string, uid types.UID, container string, in io.Reader, out, errOut io.WriteCloser,
-	tty bool, _ <-chan remotecommand.TerminalSize) error {
-	return s.rt.Attach(ctx, uid, container, runtime.Streams{Stdin: in, Stdout: writerOrNil(out), Stderr: writerOrNil(errOut), TTY: tty})
-}
-
-func (s streams) PortForward(ctx context.Context, _ string, uid types.UID, port int32, stream io.ReadWriteCloser) error {
-	return s.rt.PortForward(ctx, uid, port, stream)
-}
-
-// writerOrNil keeps a nil stream nil through the interface conversion.
-func writerOrNil(w io.WriteCloser) io.Writer {
-	if w == nil {
-		return nil
-	}
-	return w
 }

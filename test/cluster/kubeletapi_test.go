@@ -103,7 +103,7 @@ var _ = Describe("the kubelet API", Label("kubelet-api"), func() {
 		err := execIn(ctx, ns, "shell", []string{"sh", "-c", "cat /tmp/state; read line; echo got-$line; echo bad >&2; exit 3"},
 			strings.NewReader("hello\n"), &stdout, &stderr, false)
 		var exit utilexec.ExitError
-		Expect(errors.As(err, &exit)).To(BeTrue(), "want an exit error, got %v", err)
+		Expect(errors.As(err, &exit)).To(BeTrue(), "want an exit error, got %v (stdout %q, stderr %q)", err, stdout.String(), stderr.String())
 		Expect(exit.ExitStatus()).To(Equal(3))
 		Expect(stdout.String()).To(Equal("ready\ngot-hello\n"))
 		Expect(stderr.String()).To(Equal("bad\n"))

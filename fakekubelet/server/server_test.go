@@ -1,0 +1,137 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/restartbed/restartbed/fakekubelet/logs"
+	"github.com/restartbed/restartbed/fakekubelet/runtime"
+)
+
+// fakeRuntime runs "exit N" and "echo"-like commands and forwards ports to a function.
+type fakeRuntime struct{}
+
+func (fakeRuntime) LogOf(types.UID, string) (*logs.Log, bool) { return nil, false }
+func (fakeRuntime) RunningContainers(types.UID) []string      { return []string{"c"} }
+func (fakeRuntime) Attach(context.Context, types.UID, string, runtime.Streams) error {
+	return nil
+}
+
+// ExecStream echoes stdin to stdout, writes its arguments to stderr and exits with the length
+// of its first argument.
+func (fakeRuntime) ExecStream(_ context.Context, _ types.UID, _ string, argv []string, s runtime.Streams) (int, error) {
+	if s.Stdin != nil && s.Stdout != nil {
+		_, _ = io.Copy(s.Stdout, s.Stdin)
+	}
+	if s.Stderr != nil {
+		_, _ = io.WriteString(s.Stderr, strings.Join(argv, " "))
+	}
+	return len(argv[0]), nil
+}
+
+// PortForward answers with the port number, after what it reads.
+func (fakeRuntime) PortForward(_ context.Context, _ types.UID, port int32, stream io.ReadWriteCloser) error {
+	if port == 1 {
+		return errors.New("connection refused")
+	}
+	buf := make([]byte, 5)
+	n, _ := io.ReadFull(stream, buf)
+	_, err := io.WriteString(stream, string(buf[:n])+" on "+strings.Repeat("*", int(port%10)))
+	return err
+}
+
+type allow struct{}
+
+func (allow) AuthenticateRequest(*http.Request) (*authenticator.Response, bool, error) {
+	return &authenticator.Response{User: &user.DefaultInfo{Name: "tester"}}, true, nil
+}
+func (allow) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionAllow, "", nil
+}
+
+func newTestServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: corev1.PodSpec{NodeName: "n"}}
+	srv, err := New(Options{Runtime: fakeRuntime{}, Authenticator: allow{}, Authorizer: allow{},
+		Pod:  func(node, ns, name string) (*corev1.Pod, bool) { return pod, ns == "ns" && name == "p" },
+		Pods: func(string) []*corev1.Pod { return []*corev1.Pod{pod} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler("n"))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// Exec's streams and its exit code travel as the kubelet sends them (the v4 channel protocol).
+func TestExecStreamsAndExitCode(t *testing.T) {
+	ts := newTestServer(t)
+	u, _ := url.Parse(ts.URL + "/exec/ns/p/c?command=abc&command=d&input=1&output=1&error=1")
+	exec, err := remotecommand.NewSPDYExecutor(&rest.Config{Host: ts.URL}, http.MethodPost, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err = exec.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdin: strings.NewReader("hello"), Stdout: &stdout, Stderr: &stderr})
+	var exit utilexec.ExitError
+	if !errors.As(err, &exit) || exit.ExitStatus() != 3 {
+		t.Errorf("exec ended with %v, want exit code 3", err)
+	}
+	if stdout.String() != "hello" || stderr.String() != "abc d" {
+		t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
+	}
+}
+
+// Port-forward joins each connection to the pod's port and reports a failure on the error stream.
+func TestPortForward(t *testing.T) {
+	ts := newTestServer(t)
+	u, _ := url.Parse(ts.URL + "/portForward/ns/p")
+	transport, upgrader, err := spdy.RoundTripperFor(&rest.Config{Host: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	stop, ready := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	var errs bytes.Buffer
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8083"}, stop, ready, io.Discard, &errs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = fw.ForwardPorts() }()
+	<-ready
+	ports, _ := fw.GetPorts()
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(ports[0].Local)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _ = io.WriteString(conn, "hello")
+	got, _ := io.ReadAll(conn)
+	if string(got) != "hello on ***" {
+		t.Errorf("through the forward: %q", got)
+	}
+}
+
+func itoa(p uint16) string { return strconv.Itoa(int(p)) }

@@ -1,0 +1,297 @@
+package jobset
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/fakekubelet"
+)
+
+// upstreamSpecs is how many specs upstream's suite has; all must pass in both modes.
+const upstreamSpecs = 12
+
+// TestUpstreamE2E runs upstream's suite with each JobSet controller.
+func TestUpstreamE2E(t *testing.T) {
+	suite := copySuite(t)
+	manager := filepath.Join(t.TempDir(), "jobset-manager")
+	if out, err := exec.Command("go", "build", "-o", manager, "sigs.k8s.io/jobset").CombinedOutput(); err != nil {
+		t.Fatalf("building upstream's manager: %v\n%s", err, out)
+	}
+	for _, mode := range []struct {
+		name     string
+		upstream bool
+	}{{"restartbed's controller", false}, {"upstream's manager", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cluster := startCluster(ctx, t, mode.upstream)
+			if mode.upstream {
+				runManager(ctx, t, cluster, manager)
+			}
+			deployPlaceholder(ctx, t, cluster)
+			results := runSuite(t, cluster, suite)
+			report(t, mode.name, results)
+		})
+	}
+}
+
+// copySuite copies upstream's test/e2e into a module of its own beside this one's go.mod and
+// go.sum, so that it builds with exactly this module's dependencies.
+func copySuite(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
+	if err != nil {
+		t.Fatalf("finding sigs.k8s.io/jobset's module: %v", err)
+	}
+	src := filepath.Join(strings.TrimSpace(string(out)), "test", "e2e")
+	dir := filepath.Join(t.TempDir(), "e2e")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(src, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("upstream's suite at %s: %v", src, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	here, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restartbed, err := filepath.Abs(filepath.Join(here, "..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "go.mod" {
+			data = bytes.Replace(data, []byte("module restartbed.localhost/upstream/jobset"), []byte("module restartbed.localhost/upstream/jobset/e2e"), 1)
+			data = bytes.Replace(data, []byte("=> ../../.."), []byte("=> "+restartbed), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func newScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, jobsetapi.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return scheme
+}
+
+// startCluster starts a cluster of the default release with room for the suite's JobSets, and
+// restartbed's JobSet controller or upstream's webhook configurations.
+func startCluster(ctx context.Context, t *testing.T, upstream bool) *envtest.Cluster {
+	t.Helper()
+	opts := envtest.Options{Scheme: newScheme(t), Nodes: []fakekubelet.NodePool{{Name: "node", Count: 4}}, JobSet: !upstream}
+	if upstream {
+		dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{
+			filepath.Join(strings.TrimSpace(string(dir)), "config", "components", "webhook", "manifests.yaml")}}
+	}
+	cluster, err := envtest.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return cluster
+}
+
+// runManager runs upstream's manager against the cluster, serving its webhooks where the cluster
+// registered them.
+func runManager(ctx context.Context, t *testing.T, cluster *envtest.Cluster, bin string) {
+	t.Helper()
+	dir := t.TempDir()
+	kubeconfig, err := cluster.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := cluster.WebhookServerOptions()
+	config := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+internalCertManagement: {enable: false}
+leaderElection: {leaderElect: false}
+webhook: {host: %q, port: %d, certDir: %q}
+`, serving.Host, serving.Port, serving.CertDir)
+	for name, data := range map[string][]byte{"kubeconfig": kubeconfig, "config.yaml": []byte(config)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	manager := exec.CommandContext(ctx, bin, "--config", filepath.Join(dir, "config.yaml"),
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	manager.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"))
+	manager.Stdout, manager.Stderr = &logs, &logs
+	if err := manager.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = manager.Process.Kill()
+		_ = manager.Wait()
+		if t.Failed() {
+			t.Logf("upstream's manager said (last 4 KiB):\n%s", tail(logs.String(), 4096))
+		}
+	})
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// deployPlaceholder gives the suite's harness the Deployment it waits for on a kind cluster
+// (jobset-system/jobset-controller-manager, Available, no restarts). Its pods run on the emulated
+// nodes and do nothing: the controller the specs exercise runs outside the cluster.
+func deployPlaceholder(ctx context.Context, t *testing.T, cluster *envtest.Cluster) {
+	t.Helper()
+	c := cluster.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "jobset-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitForDefaultServiceAccount(ctx, "jobset-system"); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"control-plane": "controller-manager"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "jobset-system", Name: "jobset-controller-manager", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "manager", Image: "registry.k8s.io/jobset/jobset:v0.12.0", Command: []string{"sleep", "infinity"},
+				}}},
+			},
+		},
+	}
+	if err := c.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// specResult is one spec of ginkgo's JSON report.
+type specResult struct {
+	Text  string
+	State string
+	// Failure says why a spec failed.
+	Failure string
+}
+
+// runSuite runs the copied suite with the cluster's kubeconfig and returns its specs' results.
+func runSuite(t *testing.T, cluster *envtest.Cluster, dir string) []specResult {
+	t.Helper()
+	kubeconfig, err := cluster.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	kubeconfigFile := filepath.Join(work, "kubeconfig")
+	if err := os.WriteFile(kubeconfigFile, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reportFile := filepath.Join(work, "report.json")
+	cmd := exec.Command("go", "test", "-count=1", "-timeout=40m", ".", "-ginkgo.json-report="+reportFile, "-ginkgo.timeout=40m")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigFile, "NAMESPACE=jobset-system", "JOBSET_E2E_TESTS_DUMP_NAMESPACE=true",
+		"GOFLAGS=-mod=mod")
+	out, runErr := cmd.CombinedOutput()
+	data, err := os.ReadFile(reportFile)
+	if err != nil {
+		t.Fatalf("upstream's suite wrote no report (%v): %v\n%s", runErr, err, tail(string(out), 16<<10))
+	}
+	var reports []struct {
+		SpecReports []struct {
+			LeafNodeType            string
+			LeafNodeText            string
+			ContainerHierarchyTexts []string
+			State                   string
+			Failure                 *struct{ Message string }
+		}
+	}
+	if err := json.Unmarshal(data, &reports); err != nil {
+		t.Fatalf("reading the suite's report: %v", err)
+	}
+	var results []specResult
+	for _, r := range reports {
+		for _, s := range r.SpecReports {
+			if s.LeafNodeType != "It" {
+				continue
+			}
+			res := specResult{Text: strings.Join(append(slices.Clone(s.ContainerHierarchyTexts), s.LeafNodeText), " "), State: s.State}
+			if s.Failure != nil {
+				res.Failure = s.Failure.Message
+			}
+			results = append(results, res)
+		}
+	}
+	if runErr != nil {
+		t.Logf("upstream's suite failed (%v); its output (last 16 KiB):\n%s", runErr, tail(string(out), 16<<10))
+	}
+	return results
+}
+
+// report logs the table of results and fails unless every one of upstream's specs passed.
+func report(t *testing.T, mode string, results []specResult) {
+	t.Helper()
+	var table strings.Builder
+	passed := 0
+	fmt.Fprintf(&table, "upstream JobSet v0.12.0 e2e with %s:\n", mode)
+	for _, r := range results {
+		fmt.Fprintf(&table, "  %-7s %s\n", r.State, r.Text)
+		if r.State == "passed" {
+			passed++
+		} else if r.Failure != "" {
+			fmt.Fprintf(&table, "          %s\n", strings.ReplaceAll(tail(r.Failure, 600), "\n", "\n          "))
+		}
+	}
+	t.Log(table.String())
+	if len(results) != upstreamSpecs || passed != upstreamSpecs {
+		t.Errorf("%d of %d specs passed (upstream's suite has %d)", passed, len(results), upstreamSpecs)
+	}
+}
