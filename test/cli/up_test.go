@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/restartbed/restartbed/test/specs"
 )
 
 // kubectl is the kubectl the test drives: Debian's, which hack/debian-kubectl.sh unpacks into the
@@ -58,24 +60,6 @@ func buildCLI(t *testing.T) string {
 	return filepath.Join(cliDir, "restartbed")
 }
 
-// syncBuffer is a bytes.Buffer a process writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestUpServesKubectlUntilInterrupted starts `restartbed up`, uses the kubeconfig it writes with
 // kubectl (nodes, a JobSet restarting in place, its pods and status), interrupts it like Ctrl-C
 // and checks that the cluster and the kubeconfig are gone.
@@ -85,7 +69,7 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 
-	var out syncBuffer
+	var out specs.SyncBuffer
 	up := exec.Command(bin, "up", "--nodes", "2", "--timing", "fast", "--kubeconfig", kubeconfig)
 	up.Stdout, up.Stderr = &out, &out
 	if err := up.Start(); err != nil {
@@ -287,7 +271,7 @@ func kubeletAPI(t *testing.T, k, kubeconfig string, run func(...string) (string,
 		t.Fatalf("a terminal for kubectl exec -it: %v", err)
 	}
 	defer term.Close()
-	var screen syncBuffer
+	var screen specs.SyncBuffer
 	go func() { _, _ = io.Copy(&screen, term) }()
 	waitFor := func(what string) {
 		t.Helper()

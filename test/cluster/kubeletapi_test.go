@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -126,7 +125,7 @@ var _ = Describe("the kubelet API", Label("kubelet-api"), func() {
 		attach, err := remotecommand.NewSPDYExecutor(cluster.Config, http.MethodPost, req.URL())
 		Expect(err).NotTo(HaveOccurred())
 		stdinR, stdinW := io.Pipe()
-		var stdout, stderr syncBuffer
+		var stdout, stderr specs.SyncBuffer
 		done := make(chan error, 1)
 		go func() {
 			done <- attach.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdinR, Stdout: &stdout, Stderr: &stderr})
@@ -246,22 +245,4 @@ func execIn(ctx context.Context, ns, pod string, argv []string, stdin io.Reader,
 		return err
 	}
 	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr, Tty: tty})
-}
-
-// syncBuffer is a bytes.Buffer written by a stream while the spec reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
