@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
@@ -66,14 +66,11 @@ type allow struct{}
 func (allow) AuthenticateRequest(*http.Request) (*authenticator.Response, bool, error) {
 	return &authenticator.Response{User: &user.DefaultInfo{Name: "tester"}}, true, nil
 }
-func (allow) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
-	return authorizer.DecisionAllow, "", nil
-}
 
 func newTestServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: corev1.PodSpec{NodeName: "n"}}
-	srv, err := New(Options{Runtime: fakeRuntime{}, Authenticator: allow{}, Authorizer: allow{},
+	srv, err := New(Options{Runtime: fakeRuntime{}, Authenticator: allow{}, Authorizer: authorizerfactory.NewAlwaysAllowAuthorizer(),
 		Pod:  func(node, ns, name string) (*corev1.Pod, bool) { return pod, ns == "ns" && name == "p" },
 		Pods: func(string) []*corev1.Pod { return []*corev1.Pod{pod} }})
 	if err != nil {
