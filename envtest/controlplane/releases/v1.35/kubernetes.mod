@@ -8,6 +8,7 @@ require (
 	k8s.io/client-go v0.35.8
 	k8s.io/component-base v0.35.8
 	k8s.io/component-helpers v0.35.8
+	k8s.io/klog/v2 v2.130.1
 	k8s.io/kubernetes v1.35.8
 )
 
@@ -141,7 +142,6 @@ require (
 	k8s.io/dynamic-resource-allocation v0.35.8 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect
 	k8s.io/externaljwt v0.0.0 // indirect
-	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kms v0.35.8 // indirect
 	k8s.io/kube-aggregator v0.0.0 // indirect
 	k8s.io/kube-controller-manager v0.0.0 // indirect
