@@ -59,15 +59,24 @@ type Log struct {
 	// files rotated away before them.
 	files   [][]byte
 	dropped int
-	partial map[string][]byte // an unfinished line, by stream
+	// partial holds each stream's unfinished line (stdout, stderr).
+	partial [2][]byte
 	closed  bool
-	// grew is closed and replaced at each write and at Close: followers wait on it.
+	// grew, when a follower waits on it, is closed at the next write or at Close.
 	grew chan struct{}
 }
 
 // New returns an empty log.
 func New(opts Options) *Log {
-	return &Log{opts: opts.complete(), files: [][]byte{nil}, partial: map[string][]byte{}, grew: make(chan struct{})}
+	return &Log{opts: opts.complete(), files: [][]byte{nil}}
+}
+
+// streamIndex is the index of a stream in Log.partial.
+func streamIndex(stream string) int {
+	if stream == Stderr {
+		return 1
+	}
+	return 0
 }
 
 // Stream names, as the CRI log format spells them.
@@ -93,7 +102,11 @@ func (w streamWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	now := l.opts.Clock.Now()
-	buf := append(l.partial[w.stream], p...)
+	i := streamIndex(w.stream)
+	buf := p
+	if len(l.partial[i]) > 0 {
+		buf = append(l.partial[i], p...)
+	}
 	for {
 		if i := bytes.IndexByte(buf, '\n'); i >= 0 && i <= MaxLineSize {
 			l.appendLocked(now, w.stream, true, buf[:i])
@@ -105,7 +118,10 @@ func (w streamWriter) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	l.partial[w.stream] = bytes.Clone(buf)
+	l.partial[i] = nil
+	if len(buf) > 0 {
+		l.partial[i] = bytes.Clone(buf)
+	}
 	l.notifyLocked()
 	return len(p), nil
 }
@@ -135,8 +151,18 @@ func (l *Log) appendLocked(at time.Time, stream string, full bool, content []byt
 }
 
 func (l *Log) notifyLocked() {
-	close(l.grew)
-	l.grew = make(chan struct{})
+	if l.grew != nil {
+		close(l.grew)
+		l.grew = nil
+	}
+}
+
+// grewLocked is closed at the next write or at Close; l.mu is held.
+func (l *Log) grewLocked() <-chan struct{} {
+	if l.grew == nil {
+		l.grew = make(chan struct{})
+	}
+	return l.grew
 }
 
 // Close ends the log when the process has exited: an unfinished line is recorded as a partial
@@ -149,12 +175,12 @@ func (l *Log) Close() {
 		return
 	}
 	now := l.opts.Clock.Now()
-	for _, stream := range []string{Stdout, Stderr} {
-		if p := l.partial[stream]; len(p) > 0 {
+	for i, stream := range []string{Stdout, Stderr} {
+		if p := l.partial[i]; len(p) > 0 {
 			l.appendLocked(now, stream, false, p)
 		}
+		l.partial[i] = nil
 	}
-	clear(l.partial)
 	l.closed = true
 	l.notifyLocked()
 }
@@ -221,7 +247,11 @@ func (l *Log) Read(ctx context.Context, w io.Writer, opts *corev1.PodLogOptions)
 		}
 		data := l.files[file-l.dropped][off:]
 		next := file-l.dropped < len(l.files)-1
-		closed, grew := l.closed, l.grew
+		closed := l.closed
+		var grew <-chan struct{}
+		if opts.Follow && !closed && !next {
+			grew = l.grewLocked()
+		}
 		l.mu.Unlock()
 		// Records are only ever appended: what data holds does not change outside the lock.
 		if err := r.records(data); err != nil {
