@@ -87,6 +87,7 @@ func (k *Kubelet) serveAPI(ifaces map[string]*network.Interface) error {
 			return out
 		},
 		Configz: k.configz,
+		Clock:   k.clock,
 	})
 	if err != nil {
 		return fmt.Errorf("fakekubelet: %w", err)

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
@@ -64,6 +66,8 @@ type Options struct {
 	Configz func(node string) any
 	// StreamIdleTimeout is the kubelet's streamingConnectionIdleTimeout (4h by default).
 	StreamIdleTimeout time.Duration
+	// Clock times how long a client has to open its streams. Default: the real clock.
+	Clock clock.Clock
 }
 
 // Server serves the kubelet API of every node.
@@ -78,6 +82,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.StreamIdleTimeout == 0 {
 		opts.StreamIdleTimeout = 4 * time.Hour
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	return &Server{opts: opts}, nil
 }
@@ -385,7 +392,7 @@ func (n *nodeAPI) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	argv := r.URL.Query()[corev1.ExecCommandParam]
-	serveCommand(w, r, n.s.opts.StreamIdleTimeout, func(ctx context.Context, s runtime.Streams) (int, error) {
+	serveCommand(w, r, n.s.opts, func(ctx context.Context, s runtime.Streams) (int, error) {
 		return n.s.opts.Runtime.ExecStream(ctx, pod.UID, r.PathValue("container"), argv, s)
 	})
 }
@@ -395,7 +402,7 @@ func (n *nodeAPI) attach(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	serveCommand(w, r, n.s.opts.StreamIdleTimeout, func(ctx context.Context, s runtime.Streams) (int, error) {
+	serveCommand(w, r, n.s.opts, func(ctx context.Context, s runtime.Streams) (int, error) {
 		return 0, n.s.opts.Runtime.Attach(ctx, pod.UID, r.PathValue("container"), s)
 	})
 }

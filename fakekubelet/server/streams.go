@@ -82,32 +82,32 @@ func upgrade(w http.ResponseWriter, r *http.Request, protocols []string, idle ti
 
 // serveCommand serves exec or attach: it waits for the client's streams, runs the command on them
 // and reports its end on the error stream as the kubelet does (v4: a Status with the exit code).
-func serveCommand(w http.ResponseWriter, r *http.Request, idle time.Duration, run func(ctx context.Context, s runtime.Streams) (int, error)) {
-	opts, err := commandOptionsOf(r)
+func serveCommand(w http.ResponseWriter, r *http.Request, opts Options, run func(ctx context.Context, s runtime.Streams) (int, error)) {
+	want, err := commandOptionsOf(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	protocol, conn, incoming := upgrade(w, r, remoteCommandProtocols, idle)
+	protocol, conn, incoming := upgrade(w, r, remoteCommandProtocols, opts.StreamIdleTimeout)
 	if conn == nil {
 		return
 	}
 	defer conn.Close()
 	expected := 1 // the error stream
-	for _, on := range []bool{opts.stdin, opts.stdout, opts.stderr, opts.tty && protocol != remotecommandconsts.StreamProtocolV2Name} {
+	for _, on := range []bool{want.stdin, want.stdout, want.stderr, want.tty && protocol != remotecommandconsts.StreamProtocolV2Name} {
 		if on {
 			expected++
 		}
 	}
 	byType := map[string]httpstream.Stream{}
-	expire := time.NewTimer(streamCreationTimeout) //nolint:forbidigo // a network timeout, as the kubelet's
+	expire := opts.Clock.NewTimer(streamCreationTimeout)
 	defer expire.Stop()
 	for len(byType) < expected {
 		select {
 		case s := <-incoming:
 			byType[s.Headers().Get(corev1.StreamType)] = s
 			<-s.replySent
-		case <-expire.C:
+		case <-expire.C():
 			return
 		case <-r.Context().Done():
 			return
@@ -117,7 +117,7 @@ func serveCommand(w http.ResponseWriter, r *http.Request, idle time.Duration, ru
 	if errStream == nil {
 		return
 	}
-	s := runtime.Streams{TTY: opts.tty}
+	s := runtime.Streams{TTY: want.tty}
 	if in := byType[corev1.StreamTypeStdin]; in != nil {
 		s.Stdin = in
 	}
