@@ -58,7 +58,8 @@ shell and tools), or until stopped when it has none. --from takes the nodes, tim
 version, feature gates, programs and objects of a scenario file instead (its steps are not run); flags given as
 well override it.
 
-The emulated kubelets serve no kubelet API: kubectl logs, exec and port-forward do not work.
+kubectl logs [-p] [-f], exec [-it], attach and port-forward reach the emulated kubelets' API
+through the apiserver, as on a cluster (docs/fakekubelet.md, "The kubelet API").
 Run your own controller instead of restartbed's JobSet controller with --jobset=false; see
 docs/control-plane.md.`,
 		Args: cobra.NoArgs,
@@ -221,6 +222,6 @@ func printUp(out io.Writer, cluster *envtest.Cluster, kubeconfig string, sc *sce
 	fmt.Fprintln(out, "  kubectl apply -f config/agent/rbac.yaml   # the in-place restart agent's identity")
 	fmt.Fprintln(out, "  kubectl apply -f config/samples/jobset-in-place-restart.yaml")
 	fmt.Fprintln(out, "  kubectl get pods -w")
-	fmt.Fprintln(out, "\nkubectl logs, exec and port-forward are not served (the emulated kubelets have no API).")
-	fmt.Fprintln(out, "Press Ctrl-C to stop; the cluster and the kubeconfig are removed.")
+	fmt.Fprintln(out, "  kubectl logs -f POD   # and exec -it, attach, port-forward")
+	fmt.Fprintln(out, "\nPress Ctrl-C to stop; the cluster and the kubeconfig are removed.")
 }
