@@ -18,6 +18,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/logs"
 	"github.com/restartbed/restartbed/fakekubelet/network"
+	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/server"
 )
 
@@ -107,7 +108,7 @@ func (k *Kubelet) serveAPI(ifaces map[string]*network.Interface) error {
 				c, _ := certs.LoadOrStore(name, &kp.TLS)
 				return c.(*tls.Certificate), nil
 			}}
-		if _, err := iface.ServeTLS(server.Port, srv.Handler(name), cfg); err != nil {
+		if _, err := iface.ServeTLS(nodes.KubeletPort, srv.Handler(name), cfg); err != nil {
 			return fmt.Errorf("fakekubelet: node %s: serving the kubelet API: %w", name, err)
 		}
 	}
@@ -130,7 +131,7 @@ func (k *Kubelet) configz(string) any {
 		TypeMeta:      metav1.TypeMeta{Kind: "KubeletConfiguration", APIVersion: kubeletconfigv1beta1.SchemeGroupVersion.String()},
 		EnableServer:  ptr.To(true),
 		Address:       "0.0.0.0",
-		Port:          server.Port,
+		Port:          nodes.KubeletPort,
 		ReadOnlyPort:  0,
 		SyncFrequency: metav1.Duration{Duration: time.Minute},
 		ClusterDomain: k.network.Domain(),

@@ -22,6 +22,10 @@ import (
 	"github.com/restartbed/restartbed/timing"
 )
 
+// KubeletPort is the port of the kubelet API the nodes advertise in their status
+// (daemonEndpoints.kubeletEndpoint) and serve on their InternalIP: the kubelet's default --port.
+const KubeletPort = 10250
+
 // Node condition reasons and messages and node info, as the kubelet writes them.
 const (
 	reasonKubeletReady      = "KubeletReady"
@@ -32,7 +36,6 @@ const (
 	messageNoDiskPressure   = "kubelet has no disk pressure"
 	reasonSufficientPID     = "KubeletHasSufficientPID"
 	messageSufficientPID    = "kubelet has sufficient PID available"
-	kubeletPort             = 10250
 	containerRuntimeName    = "restartbed://"
 	osImage                 = "restartbed emulated node"
 	kernelVersion           = "restartbed"
@@ -151,7 +154,7 @@ func (s *Set) object(n *Node) *corev1.Node {
 				{Type: corev1.NodeInternalIP, Address: n.InternalIP().String()},
 				{Type: corev1.NodeHostName, Address: n.Name()},
 			},
-			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: kubeletPort}},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: KubeletPort}},
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID:               fmt.Sprintf("%032x", index+1),
 				SystemUUID:              fmt.Sprintf("00000000-0000-0000-0000-%012x", index+1),

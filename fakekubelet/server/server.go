@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apiserver/pkg/util/flushwriter"
+
 	"k8s.io/utils/clock"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,9 +39,6 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/logs"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
 )
-
-// Port is the kubelet's default API port (--port).
-const Port = 10250
 
 // Runtime is what the server reaches containers through (package runtime's Runtime).
 type Runtime interface {
@@ -272,11 +271,7 @@ func (n *nodeAPI) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.WriteHeader(http.StatusOK)
-	fw := flushWriter{w: w}
-	if f, ok := w.(http.Flusher); ok {
-		fw.f = f
-	}
-	_ = log.Read(r.Context(), fw, opts)
+	_ = log.Read(r.Context(), flushwriter.Wrap(w), opts)
 }
 
 // logOptions reads PodLogOptions from the query the apiserver sends, as the kubelet decodes it.
@@ -307,19 +302,6 @@ func logOptions(q url.Values) (*corev1.PodLogOptions, error) {
 		opts.Stream = ptr.To(q.Get("stream"))
 	}
 	return opts, errors.Join(errs...)
-}
-
-type flushWriter struct {
-	w io.Writer
-	f http.Flusher
-}
-
-func (f flushWriter) Write(p []byte) (int, error) {
-	n, err := f.w.Write(p)
-	if f.f != nil {
-		f.f.Flush()
-	}
-	return n, err
 }
 
 func hasContainer(pod *corev1.Pod, name string) bool {
