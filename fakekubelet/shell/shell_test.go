@@ -46,6 +46,11 @@ func TestScripts(t *testing.T) {
 		{"syntax error", []string{"sh", "-c", "if then"}, 2, ""},
 		{"seq and arithmetic", []string{"sh", "-c", "s=0; for i in $(seq 3); do s=$((s+i)); done; echo $s"}, 0, "6\n"},
 		{"date on the component clock", []string{"date", "+%s"}, 0, "1767323045\n"},
+		// The timestamp upstream's node e2e container scripts write (container_lifecycle_pod_construction.go).
+		{"milliseconds from nmeter", []string{"sh", "-c", "echo `date -u +%FT$(nmeter -d0 '%3t' | head -n1)Z` started"}, 0, "2026-01-02T03:04:05.000Z started\n"},
+		{"head ends an endless pipe", []string{"sh", "-c", "nmeter -d 0 'at %t %%' | head -n 2"}, 0, "at 03:04:05 %\nat 03:04:05 %\n"},
+		{"head keeps a last line as it is", []string{"sh", "-c", "echo -n ab | head -n1; echo; echo -e 'a\\nb\\nc' | head -2"}, 0, "ab\na\nb\n"},
+		{"nmeter has no host counters", []string{"nmeter", "%c"}, 1, "nmeter: %c: restartbed's nmeter prints only the time (%t, %Nt); an emulated container has no CPU, memory or I/O counters\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, out, _ := newEnv(t)

@@ -70,6 +70,7 @@ func init() {
 		"cp":       cp,
 		"mv":       mv,
 		"date":     date,
+		"nmeter":   nmeter,
 		"env":      printEnv,
 		"printenv": printEnv,
 		"hostname": hostname,
@@ -388,6 +389,112 @@ func date(_ context.Context, c *call) int {
 	return say(c, now.Format("Mon Jan  2 15:04:05 UTC 2006"))
 }
 
+// nmeter prints its format once per -d milliseconds (default 1000; 0 or less: without pause)
+// until its output is closed or it is stopped. Of busybox's conversions it knows %t, the time
+// of day, and %Nt with N (up to 6) decimal places of the second, and %%; the others report the
+// host's CPU, memory and I/O counters, which the emulation has none of, and are refused.
+func nmeter(ctx context.Context, c *call) int {
+	delay := time.Second
+	args := c.args[1:]
+	for len(args) > 0 && strings.HasPrefix(args[0], "-d") {
+		v := strings.TrimPrefix(args[0], "-d")
+		args = args[1:]
+		if v == "" {
+			if len(args) == 0 {
+				return c.fail("option requires an argument -- 'd'")
+			}
+			v, args = args[0], args[1:]
+		}
+		ms, err := strconv.Atoi(v)
+		if err != nil {
+			return c.fail("invalid number '%s'", v)
+		}
+		delay = time.Duration(max(ms, 0)) * time.Millisecond
+	}
+	if len(args) != 1 {
+		return c.fail("usage: nmeter [-d MSEC] FORMAT")
+	}
+	render, err := nmeterFormat(args[0])
+	if err != nil {
+		return c.fail("%v", err)
+	}
+	for {
+		if _, err := fmt.Fprintln(c.hc.Stdout, render(c.p.env.Clock.Now().UTC())); err != nil {
+			return 1 // the reader went away (busybox dies of SIGPIPE)
+		}
+		if delay == 0 {
+			if ctx.Err() != nil {
+				return ExitKilled
+			}
+			continue
+		}
+		timer := c.p.env.Clock.NewTimer(delay)
+		select {
+		case <-timer.C():
+		case <-ctx.Done():
+			timer.Stop()
+			return ExitKilled
+		}
+	}
+}
+
+// nmeterFormat compiles an nmeter format into a function of the time.
+func nmeterFormat(format string) (func(time.Time) string, error) {
+	type part struct {
+		text     string
+		decimals int // of a time; -1 for text
+	}
+	var parts []part
+	for rest := format; rest != ""; {
+		i := strings.IndexByte(rest, '%')
+		if i < 0 {
+			parts = append(parts, part{rest, -1})
+			break
+		}
+		parts = append(parts, part{rest[:i], -1})
+		rest = rest[i+1:]
+		digits := 0
+		for digits < len(rest) && rest[digits] >= '0' && rest[digits] <= '9' {
+			digits++
+		}
+		if digits == len(rest) {
+			return nil, fmt.Errorf("format %q ends in a lone %%", format)
+		}
+		conv := rest[digits]
+		switch {
+		case conv == '%' && digits == 0:
+			parts = append(parts, part{"%", -1})
+		case conv == 't':
+			n := 0
+			if digits > 0 {
+				n, _ = strconv.Atoi(rest[:digits])
+			}
+			if n > 6 {
+				return nil, fmt.Errorf("%%%st: at most 6 decimal places", rest[:digits])
+			}
+			parts = append(parts, part{decimals: n})
+		default:
+			return nil, fmt.Errorf("%%%c: restartbed's nmeter prints only the time (%%t, %%Nt); "+
+				"an emulated container has no CPU, memory or I/O counters", conv)
+		}
+		rest = rest[digits+1:]
+	}
+	return func(now time.Time) string {
+		var b strings.Builder
+		for _, p := range parts {
+			if p.decimals < 0 {
+				b.WriteString(p.text)
+				continue
+			}
+			b.WriteString(now.Format("15:04:05"))
+			if p.decimals > 0 {
+				fmt.Fprintf(&b, ".%0*d", p.decimals, now.Nanosecond()/int(math.Pow10(9-p.decimals)))
+			}
+		}
+		return b.String()
+	}, nil
+}
+
 func printEnv(_ context.Context, c *call) int {
 	if len(c.args) > 1 && path.Base(c.args[0]) == "printenv" {
 		status := 0
@@ -488,18 +595,42 @@ func lines(data []byte) []string {
 	return strings.Split(s, "\n")
 }
 
+// head copies the first lines of each input as they come, so that `producer | head -n1` ends as
+// soon as one line arrived (the producer then meets a closed pipe, as it would under busybox).
 func head(_ context.Context, c *call) int {
 	n, files, err := lineCount(c.args[1:])
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	return c.readInputs(files, func(_ string, data []byte) bool {
-		ls := lines(data)
-		for _, l := range ls[:min(n, len(ls))] {
-			fmt.Fprintln(c.hc.Stdout, l)
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	status := 0
+	for _, f := range files {
+		var in io.Reader
+		if f == "-" {
+			if c.hc.Stdin == nil {
+				continue
+			}
+			in = c.hc.Stdin
+		} else {
+			data, err := c.p.env.FS.ReadFile(c.path(f))
+			if err != nil {
+				status = c.fail("%s: %s", f, describe(err))
+				continue
+			}
+			in = bytes.NewReader(data)
 		}
-		return true
-	})
+		r := bufio.NewReader(in)
+		for range n {
+			line, err := r.ReadString('\n')
+			_, _ = io.WriteString(c.hc.Stdout, line)
+			if err != nil {
+				break
+			}
+		}
+	}
+	return status
 }
 
 func tail(_ context.Context, c *call) int {
