@@ -101,6 +101,7 @@ func (s *Server) Handler(node string) http.Handler {
 		_, _ = io.WriteString(w, "ok")
 	})
 	mux.HandleFunc("GET /configz", n.configz)
+	mux.HandleFunc("GET /metrics", n.metrics)
 	mux.HandleFunc("GET /pods", n.pods)
 	mux.HandleFunc("GET /pods/", n.pods)
 	mux.HandleFunc("GET /runningpods/", n.runningPods)
@@ -201,6 +202,25 @@ func (n *nodeAPI) pods(w http.ResponseWriter, _ *http.Request) {
 		list.Items = append(list.Items, *p)
 	}
 	writeObject(w, list)
+}
+
+// metrics serves the few kubelet metrics the emulation has, in Prometheus' text format, so that
+// tools that scrape a kubelet (upstream's e2e framework dumps them after a failure) find one.
+func (n *nodeAPI) metrics(w http.ResponseWriter, _ *http.Request) {
+	pods, containers := 0, 0
+	for _, p := range n.s.opts.Pods(n.node) {
+		if running := len(n.s.opts.Runtime.RunningContainers(p.UID)); running > 0 {
+			pods++
+			containers += running
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	fmt.Fprintf(w, "# HELP kubelet_node_name The node's name; the value is always 1.\n# TYPE kubelet_node_name gauge\n"+
+		"kubelet_node_name{node=%q} 1\n", n.node)
+	fmt.Fprintf(w, "# HELP kubelet_running_pods Pods with a running container.\n# TYPE kubelet_running_pods gauge\n"+
+		"kubelet_running_pods %d\n", pods)
+	fmt.Fprintf(w, "# HELP kubelet_running_containers Containers by state; restartbed counts the running ones.\n"+
+		"# TYPE kubelet_running_containers gauge\nkubelet_running_containers{container_state=\"running\"} %d\n", containers)
 }
 
 // runningPods lists the pods that have a running container, with only their identity and

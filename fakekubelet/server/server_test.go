@@ -132,3 +132,25 @@ func TestPortForward(t *testing.T) {
 }
 
 func itoa(p uint16) string { return strconv.Itoa(int(p)) }
+
+// /metrics counts the node's running pods and containers in Prometheus' text format.
+func TestMetrics(t *testing.T) {
+	ts := newTestServer(t)
+	resp, err := http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`kubelet_node_name{node="n"} 1`, "kubelet_running_pods 1", `kubelet_running_containers{container_state="running"} 1`} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("/metrics has no line %q:\n%s", want, body)
+		}
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type %q", ct)
+	}
+}
