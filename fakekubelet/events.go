@@ -20,6 +20,8 @@ const (
 	eventBackOff   = "BackOff"
 	eventFailed    = "Failed"
 	eventUnhealthy = "Unhealthy"
+	// eventFailedPostStartHook: a container's postStart hook failed; the kubelet kills it.
+	eventFailedPostStartHook = "FailedPostStartHook"
 	// eventFailedMount: a volume of the pod could not be set up.
 	eventFailedMount = "FailedMount"
 

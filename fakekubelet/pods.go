@@ -50,6 +50,8 @@ type podState struct {
 	probes map[string]*probeState
 	// stopIssued: instance IDs the kubelet has begun to stop (preStop included).
 	stopIssued map[string]bool
+	// restarts: the Restarts of Kills, by container name, until their containers start again.
+	restarts map[string]podactions.Restart
 	// shutdownSince is when the kubelet began shutting the pod down (deletion or terminal).
 	shutdownSince time.Time
 }
@@ -82,8 +84,9 @@ type pods struct {
 	frozenMu sync.RWMutex
 	frozen   map[types.UID]*corev1.Pod
 
-	// background holds preStop hooks in flight.
+	// background holds lifecycle hooks in flight.
 	background sync.WaitGroup
+	hooks      hooks
 }
 
 func (p *pods) onPod(obj any) {
@@ -117,7 +120,8 @@ func (p *pods) state(uid types.UID) *podState {
 		b.HasExpiredFunc = func(eventTime, lastUpdate time.Time, _ time.Duration) bool {
 			return eventTime.Sub(lastUpdate) > reset
 		}
-		st = &podState{reasons: map[string]status.Waiting{}, backoff: b, probes: map[string]*probeState{}, stopIssued: map[string]bool{}}
+		st = &podState{reasons: map[string]status.Waiting{}, backoff: b, probes: map[string]*probeState{}, stopIssued: map[string]bool{},
+			restarts: map[string]podactions.Restart{}}
 		p.states[uid] = st
 	}
 	return st
@@ -245,6 +249,7 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node) podactions.In
 	}
 	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: n.InternalIP().String(), Rules: p.rules,
 		Release: p.release, Probes: st, Reasons: st.reasons, Backoff: st.backoff, Stopping: st.stopIssued,
+		Restarts: st.restarts, PostStart: p.hooks.of(rt),
 		ShutdownSince: st.shutdownSince, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
 }
 
@@ -308,6 +313,7 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		st.backoff.Next(s.BackoffKey, s.BackoffSince)
 	}
 	delete(st.reasons, c.Name)
+	delete(st.restarts, c.Name)
 	env, err := runtime.EnvOf(ctx, pod, c, rt.IP, p.hostIP(pod), p.sources)
 	if err != nil {
 		// The kubelet's startContainer fails before creating anything; the pod worker tries the
@@ -317,10 +323,86 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		p.queue.AddAfter(pod.UID, syncErrorBackOff)
 		return
 	}
-	if inst, err := p.rt.Start(pod, c, env); err != nil {
+	inst, err := p.rt.Start(pod, c, env)
+	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.Name, "err", err)
 		p.events.container(pod, c, corev1.EventTypeWarning, eventFailed, "Error: %s", inst.Message)
+		return
 	}
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		p.postStart(ctx, pod, c, inst.ID)
+	}
+}
+
+// postStart runs the container's postStart hook on the instance just started. The kubelet runs
+// it inside SyncPod, so the pod's syncs wait for it (Input.PostStart); when it fails, the next
+// sync kills the instance.
+func (p *pods) postStart(ctx context.Context, pod *corev1.Pod, c *corev1.Container, id string) {
+	p.hooks.set(id, true)
+	hook := c.Lifecycle.PostStart
+	p.background.Go(func() {
+		hookCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := p.rt.Done(pod.UID, id)
+		go func() {
+			select {
+			case <-done:
+				cancel()
+			case <-hookCtx.Done():
+			}
+		}()
+		if err := p.runHandler(hookCtx, pod, c, hook); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("PostStart hook failed", "pod", klog.KObj(pod), "container", c.Name, "err", err)
+			// The event does not carry the hook's output, which could hold secrets.
+			p.events.container(pod, c, corev1.EventTypeWarning, eventFailedPostStartHook, "PostStartHook failed")
+			p.hooks.set(id, false)
+			p.queue.Add(pod.UID)
+			<-done // the next sync kills it
+		}
+		p.hooks.forget(id)
+		p.queue.Add(pod.UID)
+	})
+}
+
+// hooks are the postStart hooks that have not succeeded, by instance ID: true while running,
+// false once failed.
+type hooks struct {
+	mu      sync.Mutex
+	pending map[string]bool
+}
+
+func (h *hooks) set(id string, running bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pending == nil {
+		h.pending = map[string]bool{}
+	}
+	h.pending[id] = running
+}
+
+func (h *hooks) forget(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.pending, id)
+}
+
+// of returns the entries of the pod's instances.
+func (h *hooks) of(rt *container.PodStatus) map[string]bool {
+	if rt == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out map[string]bool
+	for _, s := range rt.Containers {
+		if running, ok := h.pending[s.ID]; ok {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[s.ID] = running
+		}
+	}
+	return out
 }
 
 func (p *pods) hostIP(pod *corev1.Pod) string {
@@ -330,31 +412,66 @@ func (p *pods) hostIP(pod *corev1.Pod) string {
 	return ""
 }
 
-// kill stops one instance as the plan says: after its preStop hook (best effort, within the
-// grace) when the plan asks for it and the container has one.
+// kill stops one instance as the plan says (killContainer upstream): its preStop hook first, when
+// the plan asks for it and the container has one, then its turn in the pod's termination order
+// (Kill.After), both within the grace; then SIGTERM with what is left of it, never less than
+// the least grace, and SIGKILL after. A hook that outlives the grace goes on until the
+// container dies, as an exec in it does.
 func (p *pods) kill(ctx context.Context, pod *corev1.Pod, st *podState, k podactions.Kill) {
 	st.stopIssued[k.ID] = true
+	if k.Restart != nil {
+		st.restarts[k.Container.Name] = *k.Restart
+	}
 	p.events.container(pod, k.Container, corev1.EventTypeNormal, eventKilling, "%s", k.Message)
 	c := k.Container
-	if !k.PreStop || c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
+	var hook *corev1.LifecycleHandler
+	if k.PreStop && c.Lifecycle != nil {
+		hook = c.Lifecycle.PreStop
+	}
+	if hook == nil && len(k.After) == 0 {
 		p.rt.Stop(pod.UID, k.ID, k.Grace)
 		return
 	}
-	hook := c.Lifecycle.PreStop
 	p.background.Go(func() {
 		started := p.clock.Now()
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		timer := p.clock.NewTimer(k.Grace)
-		defer timer.Stop()
-		go func() {
+		grace := p.clock.NewTimer(k.Grace)
+		defer grace.Stop()
+		expired := false
+		if hook != nil {
+			// The hook's context ends with the container, not with this kill.
+			hookCtx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_ = p.runHandler(hookCtx, pod, c, hook) // best effort, as the kubelet's preStop
+			}()
+			go func() {
+				defer cancel()
+				select {
+				case <-p.rt.Done(pod.UID, k.ID):
+				case <-done:
+				}
+			}()
 			select {
-			case <-timer.C():
-				cancel()
+			case <-done:
+			case <-grace.C():
+				expired = true
 			case <-ctx.Done():
+				return
 			}
-		}()
-		p.runHandler(ctx, pod, c, hook)
+		}
+		for _, id := range k.After {
+			if expired {
+				break
+			}
+			select {
+			case <-p.rt.Done(pod.UID, id):
+			case <-grace.C():
+				expired = true
+			case <-ctx.Done():
+				return
+			}
+		}
 		p.rt.Stop(pod.UID, k.ID, max(k.Grace-p.clock.Since(started), p.timing.RestartAllKillGrace))
 	})
 }

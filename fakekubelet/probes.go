@@ -210,13 +210,23 @@ func (p *pods) runProbe(ctx context.Context, pod *corev1.Pod, podIP string, c *c
 	return false, "the probe has no handler"
 }
 
-// runHandler runs a lifecycle hook (preStop), best effort.
-func (p *pods) runHandler(ctx context.Context, pod *corev1.Pod, c *corev1.Container, h *corev1.LifecycleHandler) {
+// runHandler runs a lifecycle hook and says how it failed, as the kubelet's handler runner
+// (pkg/kubelet/lifecycle/handlers.go): an exec that exits non-zero, an HTTP GET that cannot
+// connect or answers with a status of 400 or more.
+func (p *pods) runHandler(ctx context.Context, pod *corev1.Pod, c *corev1.Container, h *corev1.LifecycleHandler) error {
 	switch {
 	case h.Exec != nil:
-		_, _, _ = p.rt.Exec(ctx, pod.UID, c.Name, h.Exec.Command)
+		code, out, err := p.rt.Exec(ctx, pod.UID, c.Name, h.Exec.Command)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("command %q exited with %d: %s", strings.Join(h.Exec.Command, " "), code, out)
+		}
+		return err
 	case h.HTTPGet != nil:
-		_, _ = p.rt.HTTPGet(ctx, pod.UID, portOf(c, h.HTTPGet.Port), h.HTTPGet.Path, headers(h.HTTPGet.HTTPHeaders))
+		code, err := p.rt.HTTPGet(ctx, pod.UID, portOf(c, h.HTTPGet.Port), h.HTTPGet.Path, headers(h.HTTPGet.HTTPHeaders))
+		if err == nil && code >= http.StatusBadRequest {
+			err = fmt.Errorf("HTTP lifecycle hook (%s) returned status %d", h.HTTPGet.Path, code)
+		}
+		return err
 	case h.Sleep != nil:
 		timer := p.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
 		defer timer.Stop()
@@ -225,6 +235,7 @@ func (p *pods) runHandler(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 		case <-ctx.Done():
 		}
 	}
+	return nil
 }
 
 // portOf resolves a probe's port, by number or by the container's port name.

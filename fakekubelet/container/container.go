@@ -50,6 +50,11 @@ type Status struct {
 	Message    string
 	Image      string
 	ImageRef   string
+	// SpecImage is the image as the container's spec named it when the instance was created:
+	// with the container's name, all that the kubelet's container hash covers (HashContainer in
+	// pkg/kubelet/container/helpers.go), so a running instance whose SpecImage differs from
+	// the spec's has had its definition changed.
+	SpecImage string
 }
 
 // ContainerID is the status's ID as the API shows it.

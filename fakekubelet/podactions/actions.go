@@ -58,6 +58,23 @@ type Kill struct {
 	Message string
 	// PreStop: run the container's preStop hook first, within the grace.
 	PreStop bool
+	// After lists the instances whose exit the SIGTERM waits for, within the grace, once the
+	// preStop hook has run: the pod's termination order (sidecars after the regular containers
+	// and after the sidecars that follow them).
+	After []string
+	// Restart, when set, is the start the kubelet decided together with the kill: once the
+	// instance has stopped, the container starts again at once (Input.Restarts).
+	Restart *Restart
+}
+
+// Restart is a container's start that waits for the instance a Kill stops. The kubelet kills and
+// starts within one SyncPod, checking the crash-loop backoff against the newest instance that
+// had exited before the kill; the start does not depend on how the killed instance exits.
+type Restart struct {
+	// BackoffKey is the backoff entry the start advances; empty when no instance had exited.
+	BackoffKey string
+	// BackoffSince is when that instance exited.
+	BackoffSince time.Time
 }
 
 // Start starts a container.
@@ -141,7 +158,15 @@ func (a *Actions) String() string {
 		if k.PreStop && k.Container.Lifecycle != nil && k.Container.Lifecycle.PreStop != nil {
 			hook = "+preStop"
 		}
-		add("kill=%s/%s(%s%s)", k.Container.Name, k.ID, k.Grace, hook)
+		redefined := ""
+		if k.Restart != nil {
+			redefined = ",restart"
+		}
+		after := ""
+		if len(k.After) > 0 {
+			after = ",after=" + strings.Join(k.After, "+")
+		}
+		add("kill=%s/%s(%s%s%s%s)", k.Container.Name, k.ID, k.Grace, hook, after, redefined)
 	}
 	if a.BeginShutdown {
 		add("shutdown")

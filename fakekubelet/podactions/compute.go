@@ -48,6 +48,12 @@ type Input struct {
 	Backoff Backoff
 	// Stopping holds the instance IDs the kubelet has already begun to stop.
 	Stopping map[string]bool
+	// PostStart holds the instances whose postStart hook has not succeeded, by ID: true while it
+	// runs, false once it failed.
+	PostStart map[string]bool
+	// Restarts are the Restarts of Kills, by container name, whose containers have not
+	// started again since.
+	Restarts map[string]Restart
 	// ShutdownSince is when the pod's shutdown began, zero before.
 	ShutdownSince time.Time
 	// MinGrace is the least grace a stop gets (a RestartAllContainers cleanup's grace, and
@@ -83,11 +89,21 @@ func (p *planner) compute() {
 		p.out.CreateSandbox = true
 		return
 	}
+	// The kubelet runs a postStart hook inside SyncPod: until it returns, the pod's next sync
+	// waits, and nothing is published or started. A deletion does not wait.
+	if !deleted && p.postStartRunning() {
+		return
+	}
 	// A RestartAllContainers cleanup in progress goes on without publishing anything: the
 	// kubelet kills and removes the containers within one sync, so the statuses of half-cleaned
 	// pods (a target killed with 137 that no rule restarts would read as Failed) never exist.
 	if !deleted && restartingAll(&p.in.Old) && !restart.CleanedUp(pod, rt) {
 		p.cleanUp()
+		return
+	}
+	// The kubelet restarts a container it killed within one SyncPod, so no status shows it
+	// stopped: it starts again before anything is published.
+	if !deleted && !restart.IsTerminal(pod.Status.Phase) && p.startRestarts() {
 		return
 	}
 	// A deleted or terminal pod shuts down; so does one whose status just became terminal.
@@ -129,6 +145,8 @@ func (p *planner) run(gen corev1.PodStatus) {
 		// containers show, so it too must reach the API before anything starts.
 		p.out.Publish = PublishAndWait
 	}
+	p.killFailedPostStart()
+	p.killRedefined()
 	p.killProbeFailures()
 	p.startContainers()
 	p.out.Probe = ProbeRunning
@@ -165,6 +183,105 @@ func (p *planner) cleanUp() {
 	p.out.Requeue = true // cleaned up: the next sync publishes the cleaned status and starts over
 }
 
+// postStartRunning reports whether a running instance's postStart hook runs.
+func (p *planner) postStartRunning() bool {
+	for id, running := range p.in.PostStart {
+		if running && slices.ContainsFunc(p.in.Runtime.Containers, func(s container.Status) bool { return s.ID == id && s.State == container.Running }) {
+			return true
+		}
+	}
+	return false
+}
+
+// killFailedPostStart kills the running instances whose postStart hook failed; how the container
+// goes on is up to its restart policy (startContainer in pkg/kubelet/kuberuntime).
+func (p *planner) killFailedPostStart() {
+	for i := range p.in.Runtime.Containers {
+		inst := &p.in.Runtime.Containers[i]
+		if running, ok := p.in.PostStart[inst.ID]; ok && !running && inst.State == container.Running {
+			p.kill(containerSpec(p.in.Pod, inst.Name), inst, podGrace(p.in.Pod), "FailedPostStartHook", true)
+		}
+	}
+}
+
+// killRedefined kills the running instances whose container's definition (its image) changed
+// since they were created, to start them again (computePodActions and
+// computeInitContainerActions in pkg/kubelet/kuberuntime): regular containers whatever the
+// restart policy, sidecars once their startup probe has succeeded. A regular init container is
+// never restarted for it.
+func (p *planner) killRedefined() {
+	pod := p.in.Pod
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		inst := p.in.Runtime.Latest(c.Name)
+		if !restart.IsSidecar(c) || !redefined(c, inst) || (c.StartupProbe != nil && !p.started(inst.ID)) {
+			continue
+		}
+		p.killAndRestart(c, inst, podGrace(pod), fmt.Sprintf("Init container %s definition changed", c.Name))
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if inst := p.in.Runtime.Latest(c.Name); redefined(c, inst) {
+			p.killAndRestart(c, inst, podGrace(pod), fmt.Sprintf("Container %s definition changed, will be restarted", c.Name))
+		}
+	}
+}
+
+// redefined reports whether inst runs and was created from another definition of c.
+func redefined(c *corev1.Container, inst *container.Status) bool {
+	return inst != nil && inst.State == container.Running && inst.SpecImage != "" && inst.SpecImage != c.Image
+}
+
+// killAndRestart kills inst and restarts its container once it has stopped, as SyncPod kills
+// and then starts: the start's backoff is checked now, against the newest instance that had
+// exited before (doBackOff); if that holds it back, the container stays stopped, waiting as
+// the backoff says.
+func (p *planner) killAndRestart(c *corev1.Container, inst *container.Status, grace time.Duration, message string) {
+	if !p.kill(c, inst, grace, message, true) {
+		return
+	}
+	k := &p.out.Kill[len(p.out.Kill)-1]
+	var prev *container.Status
+	for _, s := range p.in.Runtime.Instances(c.Name) {
+		if s.State == container.Exited {
+			prev = s
+			break
+		}
+	}
+	if prev == nil {
+		k.Restart = &Restart{}
+		return
+	}
+	key := c.Name + "@" + c.Image
+	if p.in.Backoff != nil && p.in.Backoff.IsInBackOffSince(key, prev.FinishedAt) {
+		delay := p.in.Backoff.Get(key)
+		p.out.HoldBack = append(p.out.HoldBack, HoldBack{Container: c, Retry: prev.FinishedAt.Add(delay).Sub(p.in.Now),
+			Waiting: status.Waiting{Reason: status.ReasonCrashLoopBackOff,
+				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, PodRef(p.in.Pod))}})
+		return
+	}
+	k.Restart = &Restart{BackoffKey: key, BackoffSince: prev.FinishedAt}
+}
+
+// startRestarts starts the containers whose killed instance has exited and that the kill
+// restarts, and plans nothing else: the sync that follows the start publishes.
+func (p *planner) startRestarts() bool {
+	for _, list := range [][]corev1.Container{p.in.Pod.Spec.InitContainers, p.in.Pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			r, ok := p.in.Restarts[c.Name]
+			if latest := p.in.Runtime.Latest(c.Name); ok && latest != nil && latest.State == container.Exited {
+				p.out.Start = append(p.out.Start, Start{Container: c, BackoffKey: r.BackoffKey, BackoffSince: r.BackoffSince})
+			}
+		}
+	}
+	if len(p.out.Start) == 0 {
+		return false
+	}
+	p.out.Requeue = true
+	return true
+}
+
 // killProbeFailures kills the running instances whose liveness or startup probe failed.
 func (p *planner) killProbeFailures() {
 	pod := p.in.Pod
@@ -189,7 +306,8 @@ func (p *planner) killProbeFailures() {
 			}
 			message := fmt.Sprintf("Container %s failed %s probe", c.Name, probe)
 			if p.in.Rules.ShouldRestart(c, pod.Spec.RestartPolicy, container.ExitCodeKilled) {
-				message += ", will be restarted"
+				p.killAndRestart(c, inst, grace, message+", will be restarted")
+				continue
 			}
 			p.kill(c, inst, grace, message, true)
 		}
@@ -202,6 +320,13 @@ func (p *planner) killProbeFailures() {
 func (p *planner) startContainers() {
 	pod, rt := p.in.Pod, p.in.Runtime
 	initialized := restart.HasRunningRegular(&pod.Spec, rt)
+	if p.anyRegularCreated() && !p.anyRegularWillRun() {
+		// computePodActions' KillPod: the sidecars stop too, and none is started again. The
+		// kubelet kills them all within one SyncPod; here the stops take several syncs, and no
+		// sidecar stopped on the way is started again.
+		p.stopAll()
+		return
+	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		latest := rt.Latest(c.Name)
@@ -254,6 +379,23 @@ func (p *planner) startContainers() {
 	}
 }
 
+// anyRegularCreated reports whether some regular container has an instance, of any state.
+func (p *planner) anyRegularCreated() bool {
+	return slices.ContainsFunc(p.in.Pod.Spec.Containers, func(c corev1.Container) bool { return p.in.Runtime.Latest(c.Name) != nil })
+}
+
+// anyRegularWillRun reports whether a regular container runs or is to start.
+func (p *planner) anyRegularWillRun() bool {
+	pod, rt := p.in.Pod, p.in.Runtime
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if latest := rt.Latest(c.Name); (latest != nil && latest.State == container.Running) || p.in.Rules.ShouldStart(c, pod, rt) {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *planner) started(id string) bool { return p.in.Probes != nil && p.in.Probes.Started(id) }
 
 // start starts c unless its crash-loop backoff holds it back.
@@ -296,9 +438,11 @@ func (p *planner) shutDown() {
 	p.out.FinishDeletion = true
 }
 
-// stopAll stops the pod's running containers as the kubelet kills a pod: regular containers (and
-// a running regular init container) first, each after its preStop hook, then the sidecars one at
-// a time in reverse order; the pod's grace counts from the start of the shutdown.
+// stopAll stops the pod's running containers as the kubelet kills a pod
+// (killContainersWithSyncResult and its terminationOrdering): every container at once, each
+// after its preStop hook; a sidecar's SIGTERM then waits, within its grace, for the regular
+// containers and for the sidecars after it. The pod's grace counts from the start of the
+// shutdown.
 func (p *planner) stopAll() {
 	pod, rt := p.in.Pod, p.in.Runtime
 	p.out.BeginShutdown = true
@@ -307,42 +451,56 @@ func (p *planner) stopAll() {
 		since = p.in.Now
 	}
 	remaining := max(podGrace(pod)-p.in.Now.Sub(since), p.in.MinGrace)
-	var sidecars []*corev1.Container
-	mainRunning := false
-	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range list {
-			c := &list[i]
-			if restart.IsSidecar(c) {
-				sidecars = append(sidecars, c)
-				continue
-			}
-			if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
-				mainRunning = true
-				p.kill(c, latest, remaining, "", true)
-			}
+	runningID := func(c *corev1.Container) string {
+		if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
+			return latest.ID
+		}
+		return ""
+	}
+	// The regular containers go first; a running init container that is not a sidecar waits
+	// for nothing and nothing waits for it.
+	var before []string
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if id := runningID(c); id != "" {
+			p.kill(c, rt.Latest(c.Name), remaining, "", true)
+			before = append(before, id)
 		}
 	}
-	if mainRunning {
-		return
-	}
-	for i := len(sidecars) - 1; i >= 0; i-- {
-		if latest := rt.Latest(sidecars[i].Name); latest != nil && latest.State == container.Running {
-			p.kill(sidecars[i], latest, remaining, "", true)
-			return
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if id := runningID(c); id != "" && !restart.IsSidecar(c) {
+			p.kill(c, rt.Latest(c.Name), remaining, "", true)
 		}
+	}
+	for i := len(pod.Spec.InitContainers) - 1; i >= 0; i-- {
+		c := &pod.Spec.InitContainers[i]
+		if !restart.IsSidecar(c) {
+			continue
+		}
+		id := runningID(c)
+		if id == "" {
+			continue
+		}
+		if n := len(p.out.Kill); p.kill(c, rt.Latest(c.Name), remaining, "", true) {
+			p.out.Kill[n].After = slices.Clone(before)
+		}
+		before = append(before, id)
 	}
 }
 
-// kill stops the instance unless the kubelet already is stopping it.
-func (p *planner) kill(c *corev1.Container, inst *container.Status, grace time.Duration, message string, preStop bool) {
+// kill stops the instance unless the kubelet already is stopping it; it reports whether it
+// planned a Kill.
+func (p *planner) kill(c *corev1.Container, inst *container.Status, grace time.Duration, message string, preStop bool) bool {
 	if p.in.Stopping[inst.ID] || p.stopping[inst.ID] {
-		return
+		return false
 	}
 	p.stopping[inst.ID] = true
 	if message == "" {
 		message = "Stopping container " + c.Name
 	}
 	p.out.Kill = append(p.out.Kill, Kill{Container: c, ID: inst.ID, Grace: grace, Message: message, PreStop: preStop})
+	return true
 }
 
 // podGrace is the pod's termination grace period.

@@ -25,6 +25,12 @@ func runningInst(name, id string, attempt int) container.Status {
 	return container.Status{ID: id, Name: name, Attempt: attempt, State: container.Running, StartedAt: now.Add(-time.Minute), Image: image}
 }
 
+// fromImage says which image the instance's spec named.
+func fromImage(s container.Status, specImage string) container.Status {
+	s.SpecImage = specImage
+	return s
+}
+
 func exitedInst(name, id string, attempt int, code int32) container.Status {
 	reason := container.ReasonError
 	if code == 0 {
@@ -98,6 +104,16 @@ func groupPod() *corev1.Pod {
 	}}
 }
 
+// twoSidecars is a pod with two sidecars before its one regular container.
+func twoSidecars() *corev1.Pod {
+	always := ptr.To(corev1.ContainerRestartPolicyAlways)
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
+		RestartPolicy:  corev1.RestartPolicyNever,
+		InitContainers: []corev1.Container{{Name: "agent", Image: image, RestartPolicy: always}, {Name: "agent2", Image: image, RestartPolicy: always}},
+		Containers:     []corev1.Container{{Name: "worker", Image: image}},
+	}}
+}
+
 func with(pod *corev1.Pod, change func(*corev1.Pod)) *corev1.Pod {
 	change(pod)
 	return pod
@@ -119,6 +135,10 @@ type computeCase struct {
 	probes   probeResults
 	backoff  heldBack
 	stopping []string
+	// restarts lists containers whose kill restarts them.
+	restarts []string
+	// postStart are instances whose postStart hook runs (true) or failed (false).
+	postStart map[string]bool
 	// shutdownFor is how long ago the pod's shutdown began.
 	shutdownFor time.Duration
 	// want is Actions.String() on every release, unless wantOn says otherwise for a minor.
@@ -173,16 +193,55 @@ func TestCompute(t *testing.T) {
 		// Probes.
 		{name: "a failed liveness probe kills the instance with the pod's grace", pod: simplePod(), rt: instances(runningInst("main", "m1", 0)),
 			probes: probeResults{failed: map[string]string{"m1": "liveness"}},
-			want:   "publish=async(Running) kill=main/m1(30s) probe=running"},
+			want:   "publish=async(Running) kill=main/m1(30s,restart) probe=running"},
 		{name: "a failed startup probe's own grace wins", rt: instances(runningInst("main", "m1", 0)),
 			pod: with(simplePod(), func(p *corev1.Pod) {
 				p.Spec.Containers[0].StartupProbe = &corev1.Probe{TerminationGracePeriodSeconds: ptr.To[int64](3)}
 			}),
 			probes: probeResults{failed: map[string]string{"m1": "startup"}},
-			want:   "publish=async(Running) kill=main/m1(3s) probe=running"},
+			want:   "publish=async(Running) kill=main/m1(3s,restart) probe=running"},
+		{name: "a probe kill under restartPolicy Never does not restart", rt: instances(runningInst("main", "m1", 0)),
+			pod:    with(simplePod(), func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }),
+			probes: probeResults{failed: map[string]string{"m1": "liveness"}},
+			want:   "publish=async(Running) kill=main/m1(30s) probe=running"},
+		{name: "a probe kill's restart waits out the backoff of the instance before", pod: simplePod(),
+			rt:      instances(runningInst("main", "m2", 1), exitedInst("main", "m1", 0, 1)),
+			probes:  probeResults{failed: map[string]string{"m2": "liveness"}},
+			backoff: heldBack{"main@" + image: 20 * time.Second},
+			want:    "publish=async(Running) kill=main/m2(30s) hold=main(CrashLoopBackOff 19s) probe=running"},
 		{name: "an instance already stopping is not killed again", pod: simplePod(), rt: instances(runningInst("main", "m1", 0)),
 			probes: probeResults{failed: map[string]string{"m1": "liveness"}}, stopping: []string{"m1"},
 			want: "publish=async(Running) probe=running"},
+
+		// A changed definition (an updated image).
+		{name: "a regular container whose image changed is killed to restart, whatever the policy",
+			pod:  with(simplePod(), func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }),
+			rt:   instances(fromImage(runningInst("main", "m1", 0), "busybox:1.35")),
+			want: "publish=async(Running) kill=main/m1(30s,restart) probe=running"},
+		{name: "an instance of the current image is kept", pod: simplePod(), rt: instances(fromImage(runningInst("main", "m1", 0), image)),
+			want: "publish=async(Running) probe=running"},
+		{name: "once stopped, a container its kill restarts starts at once and nothing is published",
+			pod:      with(simplePod(), func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }),
+			rt:       instances(fromImage(exitedInst("main", "m1", 0, 137), "busybox:1.35")),
+			restarts: []string{"main"}, backoff: heldBack{"main@" + image: 20 * time.Second},
+			want: "start=main requeue"},
+		{name: "a started sidecar whose image changed restarts", pod: groupPod(), probes: agentStarted,
+			rt:   instances(fromImage(runningInst("agent", "a1", 0), "busybox:1.35"), exitedInst("init", "i1", 0, 0)),
+			want: "publish=async(Pending) kill=agent/a1(30s,restart) start=worker start=helper probe=running"},
+		{name: "a sidecar waiting for its startup probe keeps its old image", pod: groupPod(),
+			rt:   instances(fromImage(runningInst("agent", "a1", 0), "busybox:1.35"), exitedInst("init", "i1", 0, 0)),
+			want: "publish=async(Pending) probe=running"},
+		{name: "a running init container is never restarted for its image", pod: groupPod(),
+			rt:   instances(fromImage(runningInst("init", "i1", 0), "busybox:1.35")),
+			want: "publish=async(Pending) probe=running"},
+
+		// postStart hooks.
+		{name: "while a postStart hook runs, the pod's sync waits", pod: groupPod(),
+			rt: instances(runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)), postStart: map[string]bool{"a1": true},
+			probes: agentStarted, want: ""},
+		{name: "a failed postStart hook kills the instance", pod: simplePod(),
+			rt: instances(runningInst("main", "m1", 0)), postStart: map[string]bool{"m1": false},
+			want: "publish=async(Running) kill=main/m1(30s) probe=running"},
 
 		// RestartAllContainers.
 		{name: "the trigger is published and waited for before the first kill", pod: groupPod(),
@@ -220,15 +279,23 @@ func TestCompute(t *testing.T) {
 		{name: "a deleted pod's regular containers stop first, after their preStop hooks", pod: with(groupPod(), deleted(30)),
 			probes: agentStarted,
 			rt:     instances(runningInst("worker", "w1", 0), runningInst("helper", "h1", 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
-			want:   "publish=async(Running) kill=worker/w1(30s) kill=helper/h1(30s+preStop) shutdown probe=terminating"},
+			want:   "publish=async(Running) kill=worker/w1(30s) kill=helper/h1(30s+preStop) kill=agent/a1(30s,after=w1+h1) shutdown probe=terminating"},
 		{name: "the grace counts from the start of the shutdown", pod: with(groupPod(), deleted(30)), shutdownFor: 25 * time.Second,
 			probes: agentStarted,
 			rt:     instances(runningInst("worker", "w1", 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
-			want:   "publish=async(Running) kill=worker/w1(5s) shutdown probe=terminating"},
+			want:   "publish=async(Running) kill=worker/w1(5s) kill=agent/a1(5s,after=w1) shutdown probe=terminating"},
 		{name: "a shutdown past its grace still gives the least grace", pod: with(groupPod(), deleted(30)), shutdownFor: time.Minute,
 			probes: agentStarted,
 			rt:     instances(runningInst("worker", "w1", 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
-			want:   "publish=async(Running) kill=worker/w1(1s) shutdown probe=terminating"},
+			want:   "publish=async(Running) kill=worker/w1(1s) kill=agent/a1(1s,after=w1) shutdown probe=terminating"},
+		{name: "a sidecar's SIGTERM waits for the sidecars after it", pod: with(twoSidecars(), deleted(30)),
+			probes: probeResults{started: map[string]bool{"a1": true, "b1": true}},
+			rt:     instances(runningInst("worker", "w1", 0), runningInst("agent", "a1", 0), runningInst("agent2", "b1", 0)),
+			want:   "publish=async(Running) kill=worker/w1(30s) kill=agent2/b1(30s,after=w1) kill=agent/a1(30s,after=w1+b1) shutdown probe=terminating"},
+		{name: "once the regular containers are done, a stopped sidecar is not started again (KillPod)", pod: twoSidecars(),
+			probes: probeResults{started: map[string]bool{"b1": true}},
+			rt:     instances(exitedInst("worker", "w1", 0, 0), exitedInst("agent", "a1", 0, 137), runningInst("agent2", "b1", 0)),
+			want:   "publish=async(Running) kill=agent2/b1(30s) shutdown probe=running"},
 		{name: "the sidecars stop after the regular containers", pod: with(groupPod(), deleted(30)),
 			probes: agentStarted,
 			rt:     instances(exitedInst("worker", "w1", 0, 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
@@ -258,7 +325,11 @@ func (tc computeCase) run(t *testing.T, minor uint) {
 	for _, id := range tc.stopping {
 		stopping[id] = true
 	}
-	in := Input{Pod: tc.pod.DeepCopy(), Old: tc.old, Runtime: tc.rt, HostIP: "172.16.0.1", Rules: restart.Rules{RestartAll: !tc.gateOff},
+	restarts := map[string]Restart{}
+	for _, name := range tc.restarts {
+		restarts[name] = Restart{}
+	}
+	in := Input{Restarts: restarts, PostStart: tc.postStart, Pod: tc.pod.DeepCopy(), Old: tc.old, Runtime: tc.rt, HostIP: "172.16.0.1", Rules: restart.Rules{RestartAll: !tc.gateOff},
 		Release: release.Minor(minor), Probes: tc.probes, Backoff: tc.backoff, Stopping: stopping, MinGrace: time.Second, Now: now}
 	if tc.old.Phase == "" && tc.old.Conditions == nil && tc.old.ContainerStatuses == nil {
 		in.Old = *tc.pod.Status.DeepCopy()

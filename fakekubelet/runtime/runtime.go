@@ -313,7 +313,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	image, imageRef := imageOf(c.Image)
 	in := &instance{
 		status: container.Status{ID: hex.EncodeToString(sum[:]), Name: c.Name, Attempt: sb.attempts[c.Name], State: container.Running,
-			CreatedAt: now, StartedAt: now, Image: image, ImageRef: imageRef},
+			CreatedAt: now, StartedAt: now, Image: image, ImageRef: imageRef, SpecImage: c.Image},
 		spec:     *c.DeepCopy(),
 		logs:     logs.New(r.opts.Logs),
 		handlers: map[int32]http.Handler{},
@@ -550,6 +550,19 @@ func (r *Runtime) Stop(uid types.UID, id string, grace time.Duration) {
 		case <-in.done:
 		}
 	}()
+}
+
+// Done returns a channel closed when the instance has exited; it is closed already for an
+// instance the runtime does not have.
+func (r *Runtime) Done(uid types.UID, id string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, in := r.find(uid, id); in != nil {
+		return in.done
+	}
+	closed := make(chan struct{})
+	close(closed)
+	return closed
 }
 
 // Remove deletes an exited instance; when a container has no instance left, its attempt count
