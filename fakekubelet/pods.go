@@ -290,7 +290,11 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		p.queue.AddAfter(pod.UID, a.RetryAfter())
 	}
 	for _, s := range a.Start {
-		p.start(ctx, pod, st, rt, s)
+		if p.start(ctx, pod, st, rt, s) {
+			// SyncPod starts its containers one after another and a postStart hook holds the
+			// next one back; the hook's end brings the sync that plans the rest.
+			break
+		}
 	}
 	if a.FinishDeletion {
 		if err := p.finishDeleted(ctx, pod); err != nil {
@@ -306,8 +310,9 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 	return nil
 }
 
-// start starts a container the plan starts; a restart advances its crash-loop backoff.
-func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, s podactions.Start) {
+// start starts a container the plan starts; a restart advances its crash-loop backoff. It
+// reports whether the container's postStart hook now runs.
+func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, s podactions.Start) bool {
 	c := s.Container
 	if s.BackoffKey != "" {
 		st.backoff.Next(s.BackoffKey, s.BackoffSince)
@@ -321,17 +326,19 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		st.reasons[c.Name] = status.Waiting{Reason: status.ReasonCreateContainerConfigError, Message: err.Error()}
 		p.events.container(pod, c, corev1.EventTypeWarning, eventFailed, "Error: %s", err)
 		p.queue.AddAfter(pod.UID, syncErrorBackOff)
-		return
+		return false
 	}
 	inst, err := p.rt.Start(pod, c, env)
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.Name, "err", err)
 		p.events.container(pod, c, corev1.EventTypeWarning, eventFailed, "Error: %s", inst.Message)
-		return
+		return false
 	}
-	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-		p.postStart(ctx, pod, c, inst.ID)
+	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
+		return false
 	}
+	p.postStart(ctx, pod, c, inst.ID)
+	return true
 }
 
 // postStart runs the container's postStart hook on the instance just started. The kubelet runs

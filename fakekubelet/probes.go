@@ -85,18 +85,18 @@ func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 				(c.StartupProbe == nil && c.LivenessProbe == nil && c.ReadinessProbe == nil) {
 				continue
 			}
-			if st.stopIssued[inst.ID] && mode != podactions.ProbeTerminating {
-				continue // stopping in a live pod (a failed probe, KillPod): not probed again
-			}
 			ps := st.probes[inst.ID]
 			if ps == nil {
 				ps = &probeState{started: c.StartupProbe == nil}
 				st.probes[inst.ID] = ps
 			}
-			if ps.failed != "" {
-				continue // to be killed: the kubelet stops probing it
+			due := kinds
+			if ps.failed != "" || st.stopIssued[inst.ID] {
+				// Stopping (a failed probe, KillPod): the liveness and startup workers hold, the
+				// readiness worker goes on until the container has stopped (prober/worker.go).
+				due = []probeKind{readinessProbe}
 			}
-			for _, kind := range kinds {
+			for _, kind := range due {
 				spec := kind.of(c)
 				if spec == nil || (kind == startupProbe) == ps.started {
 					continue // the startup probe runs until it succeeds, the others after
