@@ -252,15 +252,9 @@ func (p *planner) killAndRestart(c *corev1.Container, inst *container.Status, gr
 		k.Restart = &Restart{}
 		return
 	}
-	key := c.Name + "@" + c.Image
-	if p.in.Backoff != nil && p.in.Backoff.IsInBackOffSince(key, prev.FinishedAt) {
-		delay := p.in.Backoff.Get(key)
-		p.out.HoldBack = append(p.out.HoldBack, HoldBack{Container: c, Retry: prev.FinishedAt.Add(delay).Sub(p.in.Now),
-			Waiting: status.Waiting{Reason: status.ReasonCrashLoopBackOff,
-				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, PodRef(p.in.Pod))}})
-		return
+	if key, held := p.heldBack(c, prev.FinishedAt); !held {
+		k.Restart = &Restart{BackoffKey: key, BackoffSince: prev.FinishedAt}
 	}
-	k.Restart = &Restart{BackoffKey: key, BackoffSince: prev.FinishedAt}
 }
 
 // startRestarts starts the containers whose killed instance has exited and that the kill
@@ -400,20 +394,28 @@ func (p *planner) started(id string) bool { return p.in.Probes != nil && p.in.Pr
 
 // start starts c unless its crash-loop backoff holds it back.
 func (p *planner) start(c *corev1.Container) {
-	key := c.Name + "@" + c.Image
 	latest := p.in.Runtime.Latest(c.Name)
 	if latest == nil || latest.State != container.Exited {
 		p.out.Start = append(p.out.Start, Start{Container: c})
 		return
 	}
-	if p.in.Backoff != nil && p.in.Backoff.IsInBackOffSince(key, latest.FinishedAt) {
-		delay := p.in.Backoff.Get(key)
-		p.out.HoldBack = append(p.out.HoldBack, HoldBack{Container: c, Retry: latest.FinishedAt.Add(delay).Sub(p.in.Now),
-			Waiting: status.Waiting{Reason: status.ReasonCrashLoopBackOff,
-				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, PodRef(p.in.Pod))}})
-		return
+	if key, held := p.heldBack(c, latest.FinishedAt); !held {
+		p.out.Start = append(p.out.Start, Start{Container: c, BackoffKey: key, BackoffSince: latest.FinishedAt})
 	}
-	p.out.Start = append(p.out.Start, Start{Container: c, BackoffKey: key, BackoffSince: latest.FinishedAt})
+}
+
+// heldBack checks c's crash-loop backoff for an instance that exited at since (doBackOff): it
+// returns the backoff entry and, when the backoff holds the start back, plans the HoldBack.
+func (p *planner) heldBack(c *corev1.Container, since time.Time) (key string, held bool) {
+	key = c.Name + "@" + c.Image
+	if p.in.Backoff == nil || !p.in.Backoff.IsInBackOffSince(key, since) {
+		return key, false
+	}
+	delay := p.in.Backoff.Get(key)
+	p.out.HoldBack = append(p.out.HoldBack, HoldBack{Container: c, Retry: since.Add(delay).Sub(p.in.Now),
+		Waiting: status.Waiting{Reason: status.ReasonCrashLoopBackOff,
+			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, PodRef(p.in.Pod))}})
+	return key, true
 }
 
 // shutDown plans a deleted or terminal pod: stop its containers and, once all have stopped,
