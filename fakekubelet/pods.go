@@ -364,7 +364,10 @@ func (p *pods) postStart(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 			p.events.container(pod, c, corev1.EventTypeWarning, eventFailedPostStartHook, "PostStartHook failed")
 			p.hooks.set(id, false)
 			p.queue.Add(pod.UID)
-			<-done // the next sync kills it
+			select { // the next sync kills it
+			case <-done:
+			case <-ctx.Done(): // the kubelet stops, and kills every container after its goroutines
+			}
 		}
 		p.hooks.forget(id)
 		p.queue.Add(pod.UID)
