@@ -346,32 +346,40 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 // sync kills the instance.
 func (p *pods) postStart(ctx context.Context, pod *corev1.Pod, c *corev1.Container, id string) {
 	p.hooks.set(id, true)
-	hook := c.Lifecycle.PostStart
 	p.background.Go(func() {
-		hookCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		done := p.rt.Done(pod.UID, id)
-		go func() {
-			select {
-			case <-done:
-				cancel()
-			case <-hookCtx.Done():
-			}
-		}()
-		if err := p.runHandler(hookCtx, pod, c, hook); err != nil && ctx.Err() == nil {
+		if err := <-p.runInContainer(ctx, pod, c, id, c.Lifecycle.PostStart); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).V(2).Info("PostStart hook failed", "pod", klog.KObj(pod), "container", c.Name, "err", err)
 			// The event does not carry the hook's output, which could hold secrets.
 			p.events.container(pod, c, corev1.EventTypeWarning, eventFailedPostStartHook, "PostStartHook failed")
 			p.hooks.set(id, false)
 			p.queue.Add(pod.UID)
 			select { // the next sync kills it
-			case <-done:
+			case <-p.rt.Done(pod.UID, id):
 			case <-ctx.Done(): // the kubelet stops, and kills every container after its goroutines
 			}
 		}
 		p.hooks.forget(id)
 		p.queue.Add(pod.UID)
 	})
+}
+
+// runInContainer runs a lifecycle hook as an exec in the instance runs: until it returns, the
+// instance exits or ctx ends, whoever waits for it. The channel yields its error.
+func (p *pods) runInContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, id string, hook *corev1.LifecycleHandler) <-chan error {
+	hookCtx, cancel := context.WithCancel(ctx)
+	result := make(chan error, 1)
+	go func() {
+		defer cancel()
+		result <- p.runHandler(hookCtx, pod, c, hook)
+	}()
+	go func() {
+		select {
+		case <-p.rt.Done(pod.UID, id):
+			cancel()
+		case <-hookCtx.Done():
+		}
+	}()
+	return result
 }
 
 // hooks are the postStart hooks that have not succeeded, by instance ID: true while running,
@@ -403,6 +411,9 @@ func (h *hooks) of(rt *container.PodStatus) map[string]bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if len(h.pending) == 0 {
+		return nil // the common case, on every sync
+	}
 	var out map[string]bool
 	for _, s := range rt.Containers {
 		if running, ok := h.pending[s.ID]; ok {
@@ -448,22 +459,9 @@ func (p *pods) kill(ctx context.Context, pod *corev1.Pod, st *podState, k podact
 		defer grace.Stop()
 		expired := false
 		if hook != nil {
-			// The hook's context ends with the container, not with this kill.
-			hookCtx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				_ = p.runHandler(hookCtx, pod, c, hook) // best effort, as the kubelet's preStop
-			}()
-			go func() {
-				defer cancel()
-				select {
-				case <-p.rt.Done(pod.UID, k.ID):
-				case <-done:
-				}
-			}()
+			// Best effort, as the kubelet's preStop; it ends with the container, not the grace.
 			select {
-			case <-done:
+			case <-p.runInContainer(ctx, pod, c, k.ID, hook):
 			case <-grace.C():
 				expired = true
 			case <-ctx.Done():

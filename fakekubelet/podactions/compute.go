@@ -453,41 +453,38 @@ func (p *planner) stopAll() {
 		since = p.in.Now
 	}
 	remaining := max(podGrace(pod)-p.in.Now.Sub(since), p.in.MinGrace)
-	runningID := func(c *corev1.Container) string {
+	running := func(c *corev1.Container) *container.Status {
 		if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
-			return latest.ID
+			return latest
 		}
-		return ""
+		return nil
 	}
 	// The regular containers go first; a running init container that is not a sidecar waits
 	// for nothing and nothing waits for it.
 	var before []string
 	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		if id := runningID(c); id != "" {
-			p.kill(c, rt.Latest(c.Name), remaining, "", true)
-			before = append(before, id)
+		if inst := running(&pod.Spec.Containers[i]); inst != nil {
+			p.kill(&pod.Spec.Containers[i], inst, remaining, "", true)
+			before = append(before, inst.ID)
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if id := runningID(c); id != "" && !restart.IsSidecar(c) {
-			p.kill(c, rt.Latest(c.Name), remaining, "", true)
+		if c := &pod.Spec.InitContainers[i]; !restart.IsSidecar(c) {
+			if inst := running(c); inst != nil {
+				p.kill(c, inst, remaining, "", true)
+			}
 		}
 	}
 	for i := len(pod.Spec.InitContainers) - 1; i >= 0; i-- {
 		c := &pod.Spec.InitContainers[i]
-		if !restart.IsSidecar(c) {
+		inst := running(c)
+		if inst == nil || !restart.IsSidecar(c) {
 			continue
 		}
-		id := runningID(c)
-		if id == "" {
-			continue
+		if p.kill(c, inst, remaining, "", true) {
+			p.out.Kill[len(p.out.Kill)-1].After = slices.Clone(before)
 		}
-		if n := len(p.out.Kill); p.kill(c, rt.Latest(c.Name), remaining, "", true) {
-			p.out.Kill[n].After = slices.Clone(before)
-		}
-		before = append(before, id)
+		before = append(before, inst.ID)
 	}
 }
 
