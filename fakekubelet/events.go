@@ -22,6 +22,8 @@ const (
 	eventUnhealthy = "Unhealthy"
 	// eventFailedPostStartHook: a container's postStart hook failed; the kubelet kills it.
 	eventFailedPostStartHook = "FailedPostStartHook"
+	// eventFailedPreStopHook: a container's preStop hook failed; the kill goes on.
+	eventFailedPreStopHook = "FailedPreStopHook"
 	// eventFailedMount: a volume of the pod could not be set up.
 	eventFailedMount = "FailedMount"
 

@@ -461,7 +461,11 @@ func (p *pods) kill(ctx context.Context, pod *corev1.Pod, st *podState, k podact
 		if hook != nil {
 			// Best effort, as the kubelet's preStop; it ends with the container, not the grace.
 			select {
-			case <-p.runInContainer(ctx, pod, c, k.ID, hook):
+			case err := <-p.runInContainer(ctx, pod, c, k.ID, hook):
+				if err != nil && ctx.Err() == nil {
+					klog.FromContext(ctx).V(2).Info("PreStop hook failed", "pod", klog.KObj(pod), "container", c.Name, "err", err)
+					p.events.container(pod, c, corev1.EventTypeWarning, eventFailedPreStopHook, "PreStopHook failed")
+				}
 			case <-grace.C():
 				expired = true
 			case <-ctx.Done():
