@@ -22,9 +22,6 @@ import (
 //go:embed reaper_main.go
 var guardSource []byte
 
-// guardBinary is the guard's file name inside its cache directory.
-const guardBinary = "restartbed-guard"
-
 // buildFunc builds into out, using scratch as its working directory.
 type buildFunc func(opts Options, scratch, out string) error
 
@@ -164,13 +161,15 @@ func writeFiles(dir string, files map[string][]byte) error {
 	return nil
 }
 
-// buildGuard builds reaper_main.go on its own: it needs nothing but the standard library.
-func buildGuard(opts Options, scratch, out string) error {
-	src := filepath.Join(scratch, "main.go")
-	if err := os.WriteFile(src, guardSource, 0o644); err != nil {
-		return err
+// buildMain builds a main package of one file that needs nothing but the standard library.
+func buildMain(source []byte, binary string) buildFunc {
+	return func(opts Options, scratch, out string) error {
+		src := filepath.Join(scratch, "main.go")
+		if err := os.WriteFile(src, source, 0o644); err != nil {
+			return err
+		}
+		return goBuild(opts, scratch, filepath.Join(out, binary), "", src)
 	}
-	return goBuild(opts, scratch, filepath.Join(out, guardBinary), "", src)
 }
 
 // goBuild runs the Go toolchain that built this program, isolated from the caller's module,
@@ -216,10 +215,21 @@ func ensureGuard(opts Options) (string, error) {
 	if runtime.GOOS != "linux" {
 		return "", nil
 	}
-	sum := sha256.Sum256(guardSource)
-	dir := filepath.Join(opts.CacheDir, "guard", hex.EncodeToString(sum[:6])+"-"+runtime.GOARCH)
-	if err := buildOnce(opts, dir, "the process guard", "", buildGuard); err != nil {
+	return EnsureTool(opts, "guard", "the process guard", guardSource)
+}
+
+// EnsureTool returns restartbed's helper program name, built from source (a main package of
+// one file that needs nothing but the standard library) once per source version into the
+// cache, as restartbed-NAME; what says what it is, for the progress line.
+func EnsureTool(opts Options, name, what string, source []byte) (string, error) {
+	if err := opts.complete(); err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, guardBinary), nil
+	sum := sha256.Sum256(source)
+	dir := filepath.Join(opts.CacheDir, name, hex.EncodeToString(sum[:6])+"-"+runtime.GOARCH)
+	binary := "restartbed-" + name
+	if err := buildOnce(opts, dir, what, "", buildMain(source, binary)); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, binary), nil
 }

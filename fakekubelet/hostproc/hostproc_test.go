@@ -1,0 +1,323 @@
+package hostproc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/restartbed/restartbed/internal/procfs"
+)
+
+// The test binary is also the processes the tests run in sandboxes, by role.
+const roleEnv = "HOSTPROC_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(roleEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "report":
+		host, _ := os.Hostname()
+		ns, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		wd, _ := os.Getwd()
+		fmt.Printf("hostname=%s namespace=%s err=%v wd=%s arg=%s env=%s\n", host, ns, err, wd, os.Args[1], os.Getenv("GREETING"))
+		fmt.Fprintln(os.Stderr, "to stderr")
+		os.Exit(7)
+	case "serve":
+		host, _ := os.Hostname()
+		http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, host) })
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		go func() { <-term; fmt.Println("got SIGTERM"); os.Exit(42) }()
+		fmt.Println("serving")
+		if err := http.ListenAndServe(":8081", nil); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+	case "apiserver":
+		c, err := net.Dial("tcp", os.Args[1])
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		fmt.Print(line)
+	case "parent":
+		// A restartbed stand-in that the test kills: it starts a sandbox with a process, says
+		// their PIDs, and waits.
+		h := newTestHost(nil, os.Args[1], os.Args[2])
+		sb, err := h.Sandbox("p", SandboxSpec{Hostname: "orphan", IP: netip.MustParseAddr("10.244.9.9")})
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		var out syncBuffer
+		self, _ := os.Executable()
+		if _, err := sb.Start(context.Background(), ProcessSpec{ID: "c", Binary: self, Argv: []string{"serve"},
+			Env: []string{roleEnv + "=serve"}, Stdout: &out}); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		waitUntil(nil, "the server to serve", func() bool { return strings.Contains(out.String(), "serving") })
+		fmt.Println("helper", sb.cmd.Process.Pid)
+		select {}
+	}
+}
+
+// helper builds the sandbox helper once per test binary.
+var helper = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "hostproc-helper-")
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, HelperSource, 0o644); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "restartbed-sandbox")
+	cmd := exec.Command("go", "build", "-o", out, src)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the helper: %w\n%s", err, b)
+	}
+	return out, nil
+})
+
+func newTestHost(t *testing.T, helperPath, dir string) *Host {
+	h, err := New(Options{Helper: helperPath, Dir: dir, APIServer: os.Getenv("HOSTPROC_TEST_APISERVER")})
+	if err != nil {
+		if t != nil {
+			t.Fatal(err)
+		}
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	return h
+}
+
+func hostForTest(t *testing.T, apiserver string) *Host {
+	t.Helper()
+	if err := Check(); err != nil {
+		t.Skipf("this host cannot run host binaries: %v", err)
+	}
+	path, err := helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Options{Helper: path, Dir: t.TempDir(), APIServer: apiserver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			if t == nil {
+				fmt.Println("timed out waiting for", what)
+				os.Exit(1)
+			}
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestProcessSeesItsContainer(t *testing.T) {
+	h := hostForTest(t, "")
+	sb, err := h.Sandbox("pod-a", SandboxSpec{Hostname: "worker-0", IP: netip.MustParseAddr("10.244.0.5")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The runtime writes the pod's files through FilesDir; they appear at the mount path.
+	sa := filepath.Join(sb.FilesDir(), "volumes", "sa")
+	if err := os.MkdirAll(sa, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sa, "namespace"), []byte("team-a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	var stdout, stderr syncBuffer
+	p, err := sb.Start(context.Background(), ProcessSpec{ID: "c1", Binary: self, Argv: []string{"report", "first-arg"},
+		Env: []string{roleEnv + "=report", "GREETING=hello"}, Dir: "/work/dir",
+		Mounts: []Mount{{Source: "volumes/sa", Target: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+		Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := p.ExitCode(); code != 7 {
+		t.Errorf("exit code %d, want 7; output %q %q", code, stdout.String(), stderr.String())
+	}
+	want := "hostname=worker-0 namespace=team-a err=<nil> wd=/work/dir arg=first-arg env=hello\n"
+	if stdout.String() != want || stderr.String() != "to stderr\n" {
+		t.Errorf("stdout %q, stderr %q; want %q and %q", stdout.String(), stderr.String(), want, "to stderr\n")
+	}
+}
+
+func TestStartFailsPlainly(t *testing.T) {
+	h := hostForTest(t, "")
+	sb, err := h.Sandbox("pod-a", SandboxSpec{Hostname: "a", IP: netip.MustParseAddr("10.244.0.5")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sb.Start(context.Background(), ProcessSpec{ID: "c1", Binary: "/no/such/binary", Argv: []string{"x"}})
+	if err == nil || !strings.Contains(err.Error(), "/no/such/binary") {
+		t.Errorf("starting a missing binary: %v, want an error naming it", err)
+	}
+}
+
+// Two pods' processes listen on the same port, each in its own network namespace; restartbed
+// reaches each through its sandbox; SIGTERM reaches the process and its exit code comes back.
+func TestPodsListenOnTheSamePort(t *testing.T) {
+	h := hostForTest(t, "")
+	self, _ := os.Executable()
+	var procs []*Process
+	for i, name := range []string{"worker-0", "worker-1"} {
+		sb, err := h.Sandbox(name, SandboxSpec{Hostname: name, IP: netip.AddrFrom4([4]byte{10, 244, 0, byte(10 + i)})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out syncBuffer
+		p, err := sb.Start(context.Background(), ProcessSpec{ID: "agent", Binary: self, Argv: []string{"serve"},
+			Env: []string{roleEnv + "=serve"}, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+		waitUntil(t, name+" to serve", func() bool { return strings.Contains(out.String(), "serving") })
+		conn, err := sb.Dial(context.Background(), 8081)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return conn, nil }}}
+		resp, err := client.Get("http://pod/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if string(body) != name {
+			t.Errorf("port 8081 of %s answered %q", name, body)
+		}
+		if _, err := sb.Dial(context.Background(), 8082); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("dialing a closed port: %v, want ECONNREFUSED", err)
+		}
+	}
+	if err := procs[0].Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := procs[0].ExitCode(); code != 42 {
+		t.Errorf("exit code after SIGTERM %d, want 42 (the process's own)", code)
+	}
+	if err := procs[1].Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := procs[1].ExitCode(); code != 137 {
+		t.Errorf("exit code after SIGKILL %d, want 137", code)
+	}
+}
+
+func TestTheAPIServerAddressReachesTheAPIServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, "apiserver here")
+			_ = c.Close()
+		}
+	}()
+	h := hostForTest(t, ln.Addr().String())
+	sb, err := h.Sandbox("pod", SandboxSpec{Hostname: "p", IP: netip.MustParseAddr("10.244.0.7"),
+		APIServer: netip.MustParseAddrPort("10.0.0.1:443")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	var out syncBuffer
+	p, err := sb.Start(context.Background(), ProcessSpec{ID: "c", Binary: self, Argv: []string{"apiserver", "10.0.0.1:443"},
+		Env: []string{roleEnv + "=apiserver"}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := p.ExitCode(); code != 0 || out.String() != "apiserver here\n" {
+		t.Errorf("exit %d, output %q", code, out.String())
+	}
+}
+
+// A restartbed killed with SIGKILL leaves no process behind: the helper dies with it and takes
+// the PID namespace's processes along.
+func TestNothingOutlivesAKilledParent(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Skipf("this host cannot run host binaries: %v", err)
+	}
+	path, err := helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	cmd := exec.Command(self, path, t.TempDir())
+	cmd.Env = append(os.Environ(), roleEnv+"=parent")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "helper ")))
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("the parent said %q", line)
+	}
+	children := procfs.Children(pid)
+	if len(children) == 0 {
+		t.Fatalf("the helper %d has no child", pid)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	for _, p := range append(children, pid) {
+		waitUntil(t, fmt.Sprintf("process %d to end", p), func() bool { return !procfs.Alive(p) })
+	}
+}

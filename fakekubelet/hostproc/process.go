@@ -1,0 +1,138 @@
+package hostproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ProcessSpec is one container's process.
+type ProcessSpec struct {
+	// ID names the container instance; it is unique in the sandbox.
+	ID string
+	// Binary is the host executable (an absolute path); it appears at the same path inside.
+	Binary string
+	// Argv is the process's argument list, its name first.
+	Argv []string
+	// Env is the resolved environment, KEY=VALUE.
+	Env []string
+	// Dir is the working directory ("" is /).
+	Dir string
+	// Mounts are the pod's files at the container's paths.
+	Mounts []Mount
+	// Stdout and Stderr receive the process's output.
+	Stdout, Stderr io.Writer
+}
+
+// logDrain bounds how long an exit waits for the rest of the process's output.
+const logDrain = 2 * time.Second
+
+// Process is a running container process.
+type Process struct {
+	sb   *Sandbox
+	id   string
+	logs sync.WaitGroup
+	once sync.Once
+	code int
+	done chan struct{}
+}
+
+// Start starts the container's process. The error says what kept it from starting (the binary
+// is missing, a mount failed); the process then never ran.
+func (s *Sandbox) Start(ctx context.Context, spec ProcessSpec) (*Process, error) {
+	if !path.IsAbs(spec.Binary) {
+		return nil, fmt.Errorf("binary %q: not an absolute path", spec.Binary)
+	}
+	for _, m := range spec.Mounts {
+		if !path.IsAbs(m.Target) {
+			return nil, fmt.Errorf("mount path %q: not an absolute path", m.Target)
+		}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		_ = outR.Close()
+		_ = outW.Close()
+		return nil, err
+	}
+	init := &initSpec{Root: filepath.Join(s.host.opts.Dir, "roots", spec.ID), Binary: spec.Binary, Argv: spec.Argv,
+		Env: spec.Env, Dir: spec.Dir}
+	for _, m := range spec.Mounts {
+		m.Source = filepath.Join(s.host.opts.Dir, "files", m.Source)
+		init.Mounts = append(init.Mounts, m)
+	}
+	p := &Process{sb: s, id: spec.ID, done: make(chan struct{})}
+	p.logs.Add(2) // before the exit can be reported
+	s.mu.Lock()
+	s.procs[spec.ID] = p
+	s.mu.Unlock()
+	r, err := s.request(ctx, message{Op: opStart, ID: spec.ID, Init: init}, outW, errW)
+	_ = outW.Close()
+	_ = errW.Close()
+	if err == nil && r.msg.Op != opStarted {
+		err = errors.New(r.msg.Error)
+	}
+	closeFiles(r.files)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.procs, spec.ID)
+		s.mu.Unlock()
+		_ = outR.Close()
+		_ = errR.Close()
+		p.logs.Done()
+		p.logs.Done()
+		return nil, err
+	}
+	go p.copy(spec.Stdout, outR)
+	go p.copy(spec.Stderr, errR)
+	return p, nil
+}
+
+func (p *Process) copy(w io.Writer, r *os.File) {
+	defer p.logs.Done()
+	defer r.Close()
+	if w == nil {
+		w = io.Discard
+	}
+	_, _ = io.Copy(w, r)
+}
+
+// exit records the exit code once the output has been read (or logDrain has passed: a process
+// the container started may hold the pipes).
+func (p *Process) exit(code int) {
+	p.once.Do(func() {
+		drained := make(chan struct{})
+		go func() { p.logs.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(logDrain): //nolint:forbidigo // a host process runs on the host's time, not the emulated clock
+		}
+		p.code = code
+		close(p.done)
+	})
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig syscall.Signal) error {
+	return p.sb.send(message{Op: opSignal, ID: p.id, Signal: int(sig)})
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitCode is the process's exit code once Done is closed: 128+N for a process killed by
+// signal N.
+func (p *Process) ExitCode() int {
+	<-p.done
+	return p.code
+}

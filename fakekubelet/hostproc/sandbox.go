@@ -1,0 +1,416 @@
+package hostproc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// SandboxSpec says what a pod's sandbox holds.
+type SandboxSpec struct {
+	// Hostname is the pod's hostname.
+	Hostname string
+	// IP is the pod's IP, on the sandbox's loopback interface.
+	IP netip.Addr
+	// APIServer is the address in the sandbox that reaches the apiserver, the kubernetes
+	// Service's cluster IP and port that KUBERNETES_SERVICE_HOST and _PORT name; the zero value:
+	// none.
+	APIServer netip.AddrPort
+}
+
+// Mount is a file or directory of the sandbox's files at a path of the container.
+type Mount struct {
+	// Source is relative to the sandbox's files directory (Sandbox.FilesDir).
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+// Sandbox is one pod's namespaces, held by its helper process.
+type Sandbox struct {
+	host *Host
+	spec SandboxSpec
+	cmd  *exec.Cmd
+	ctl  *net.UnixConn
+	// stderr collects what the helper says on its way out.
+	stderr lockedBuffer
+
+	sendMu sync.Mutex
+
+	mu      sync.Mutex
+	seq     uint64
+	waiting map[string]chan reply
+	procs   map[string]*Process
+	// exited is closed when the helper has ended; listeners are the ones it handed over.
+	exited    chan struct{}
+	listeners []net.Listener
+}
+
+type reply struct {
+	msg   message
+	files []*os.File
+}
+
+// helperStartTimeout bounds the helper's set-up.
+const helperStartTimeout = 30 * time.Second
+
+func (h *Host) start(spec SandboxSpec) (*Sandbox, error) {
+	if !spec.IP.Is4() {
+		return nil, fmt.Errorf("hostproc: pod IP %s: only IPv4 is supported", spec.IP)
+	}
+	cfg := helperConfig{Hostname: spec.Hostname, Addrs: []string{spec.IP.String()}, Base: h.opts.Dir}
+	if spec.APIServer.IsValid() {
+		cfg.Addrs = append(cfg.Addrs, spec.APIServer.Addr().String())
+		cfg.Listen = append(cfg.Listen, helperListen{Network: "tcp", Address: spec.APIServer.String()})
+	}
+	arg, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("hostproc: control socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
+	defer theirs.Close()
+	conn, err := net.FileConn(ours)
+	_ = ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("hostproc: control socket: %w", err)
+	}
+	s := &Sandbox{host: h, spec: spec, ctl: conn.(*net.UnixConn), waiting: map[string]chan reply{}, procs: map[string]*Process{},
+		exited: make(chan struct{})}
+	s.cmd = exec.Command(h.opts.Helper, string(arg))
+	s.cmd.Args[0] = "restartbed-" + HelperName
+	s.cmd.ExtraFiles = []*os.File{theirs}
+	s.cmd.Stderr = &s.stderr
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	h.spawn.do(func() { err = s.cmd.Start() })
+	if err != nil {
+		_ = s.ctl.Close()
+		return nil, fmt.Errorf("hostproc: starting the sandbox helper: %w", err)
+	}
+	go func() {
+		_ = s.cmd.Wait()
+		_ = s.ctl.Close()
+		close(s.exited)
+	}()
+	first, err := s.readTimeout(helperStartTimeout)
+	if err == nil && first.msg.Op != opReady {
+		err = fmt.Errorf("%s", first.msg.Error)
+	}
+	if err == nil && len(first.files) != len(cfg.Listen) {
+		err = fmt.Errorf("the helper handed over %d listeners, not %d", len(first.files), len(cfg.Listen))
+	}
+	if err != nil {
+		closeFiles(first.files)
+		s.Close()
+		return nil, fmt.Errorf("hostproc: setting up the sandbox of %s: %w%s", spec.Hostname, err, s.helperSaid())
+	}
+	for _, f := range first.files {
+		ln, err := net.FileListener(f)
+		_ = f.Close()
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("hostproc: the sandbox's listener: %w", err)
+		}
+		s.listeners = append(s.listeners, ln)
+	}
+	if spec.APIServer.IsValid() {
+		go forward(s.listeners[0], h.opts.APIServer)
+	}
+	go s.read()
+	return s, nil
+}
+
+func (s *Sandbox) helperSaid() string {
+	<-s.exitedWithin(time.Second)
+	said := s.stderr.String()
+	if said == "" {
+		return ""
+	}
+	return "; the helper said: " + said
+}
+
+func (s *Sandbox) exitedWithin(d time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		select {
+		case <-s.exited:
+		case <-time.After(d): //nolint:forbidigo // the helper runs on the host's time
+		}
+	}()
+	return ch
+}
+
+func (s *Sandbox) ended() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// readTimeout reads one message, or fails after d.
+func (s *Sandbox) readTimeout(d time.Duration) (reply, error) {
+	_ = s.ctl.SetReadDeadline(time.Now().Add(d)) //nolint:forbidigo // socket deadlines are wall-clock times
+	r, err := s.receive()
+	_ = s.ctl.SetReadDeadline(time.Time{})
+	return r, err
+}
+
+func (s *Sandbox) receive() (reply, error) {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	n, oobn, _, _, err := s.ctl.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return reply{}, err
+	}
+	if n == 0 {
+		return reply{}, io.EOF
+	}
+	var r reply
+	r.files = receivedFiles(oob[:oobn])
+	if err := json.Unmarshal(buf[:n], &r.msg); err != nil {
+		closeFiles(r.files)
+		return reply{}, fmt.Errorf("a message of the helper: %w", err)
+	}
+	return r, nil
+}
+
+// read delivers the helper's messages until it ends; then every process still running counts
+// as killed.
+func (s *Sandbox) read() {
+	for {
+		r, err := s.receive()
+		if err != nil {
+			break
+		}
+		s.mu.Lock()
+		switch r.msg.Op {
+		case opExited:
+			p := s.procs[r.msg.ID]
+			delete(s.procs, r.msg.ID)
+			s.mu.Unlock()
+			closeFiles(r.files)
+			if p != nil {
+				go p.exit(r.msg.Code) // it waits for the output
+			}
+			continue
+		default:
+			ch := s.waiting[r.msg.ID]
+			delete(s.waiting, r.msg.ID)
+			s.mu.Unlock()
+			if ch == nil {
+				closeFiles(r.files)
+				continue
+			}
+			ch <- r
+		}
+	}
+	s.mu.Lock()
+	procs, waiting := s.procs, s.waiting
+	s.procs, s.waiting = map[string]*Process{}, map[string]chan reply{}
+	s.mu.Unlock()
+	for _, p := range procs {
+		go p.exit(128 + int(syscall.SIGKILL))
+	}
+	for id, ch := range waiting {
+		ch <- reply{msg: message{Op: opFailed, ID: id, Error: "the sandbox ended"}}
+	}
+}
+
+// request sends m (with files) and waits for the reply to m.ID.
+func (s *Sandbox) request(ctx context.Context, m message, files ...*os.File) (reply, error) {
+	ch := make(chan reply, 1)
+	s.mu.Lock()
+	if s.ended() {
+		s.mu.Unlock()
+		return reply{}, errors.New("the sandbox ended")
+	}
+	s.waiting[m.ID] = ch
+	s.mu.Unlock()
+	if err := s.send(m, files...); err != nil {
+		s.mu.Lock()
+		delete(s.waiting, m.ID)
+		s.mu.Unlock()
+		return reply{}, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		delete(s.waiting, m.ID)
+		s.mu.Unlock()
+		go func() { // the reply may still come: close what it brings
+			select {
+			case r := <-ch:
+				closeFiles(r.files)
+			case <-time.After(time.Minute): //nolint:forbidigo // the helper runs on the host's time
+			}
+		}()
+		return reply{}, ctx.Err()
+	}
+}
+
+func (s *Sandbox) send(m message, files ...*os.File) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = syscall.UnixRights(fds...)
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	_, _, err = s.ctl.WriteMsgUnix(data, oob, nil)
+	return err
+}
+
+func (s *Sandbox) nextID(prefix string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	return prefix + strconv.FormatUint(s.seq, 10)
+}
+
+// FilesDir is the directory, in the sandbox's tmpfs, that Mount sources are relative to, as a
+// path restartbed can write (through /proc/PID/root of the helper).
+func (s *Sandbox) FilesDir() string {
+	return filepath.Join("/proc", strconv.Itoa(s.cmd.Process.Pid), "root", s.host.opts.Dir, "files")
+}
+
+// Dial connects to port of the pod's IP from inside the sandbox. A refused connection is
+// syscall.ECONNREFUSED.
+func (s *Sandbox) Dial(ctx context.Context, port uint16) (net.Conn, error) {
+	r, err := s.request(ctx, message{Op: opDial, ID: s.nextID("dial-"), Port: int(port)})
+	if err != nil {
+		return nil, err
+	}
+	defer closeFiles(r.files)
+	if r.msg.Error != "" {
+		if r.msg.Error == syscall.ECONNREFUSED.Error() {
+			return nil, syscall.ECONNREFUSED
+		}
+		return nil, errors.New(r.msg.Error)
+	}
+	if len(r.files) != 1 {
+		return nil, errors.New("the helper handed over no connection")
+	}
+	return net.FileConn(r.files[0])
+}
+
+// Close ends the helper, and with it every process of the sandbox.
+func (s *Sandbox) Close() {
+	_ = s.ctl.Close()
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+	}
+	<-s.exited
+	for _, ln := range s.listeners {
+		_ = ln.Close()
+	}
+}
+
+func receivedFiles(oob []byte) []*os.File {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var files []*os.File
+	for i := range msgs {
+		fds, err := syscall.ParseUnixRights(&msgs[i])
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			syscall.CloseOnExec(fd)
+			files = append(files, os.NewFile(uintptr(fd), "from-sandbox"))
+		}
+	}
+	return files
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// forward relays every connection ln accepts to address.
+func forward(ln net.Listener, address string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			up, err := net.DialTimeout("tcp", address, 10*time.Second)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			Splice(c, up)
+		}()
+	}
+}
+
+// Splice copies both ways between a and b until both directions end, passing on each half-close.
+func Splice(a, b net.Conn) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	half := func(dst, src net.Conn) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			_ = dst.Close()
+		}
+	}
+	go half(a, b)
+	go half(b, a)
+	wg.Wait()
+}
+
+// lockedBuffer is a bytes.Buffer that the helper's stderr and a reader share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(bytes.TrimSpace(l.buf.Bytes()))
+}
