@@ -27,6 +27,7 @@ import (
 	"github.com/restartbed/restartbed/config/crd"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/timing"
 )
@@ -68,6 +69,10 @@ type Options struct {
 	// Builtins are the programs a rule's Builtin may name. Default: restartbed's
 	// (builtins.Programs(): JobSet's agent as "agent").
 	Builtins program.Builtins
+	// AllowHostBinaries lets Programs name host executables (Rule.Binary), which run as their
+	// containers' processes in namespaces of their own (docs/host-binaries.md). Without it, a
+	// rule that names one is refused and nothing starts. It needs root (hostproc.Check).
+	AllowHostBinaries bool
 	// KueueFailureRecovery runs Kueue's failure-recovery controller (KEP-6757), as a cluster with
 	// Kueue's FailureRecoveryPolicy gate on has it; nil leaves it off, as Kueue does by default.
 	KueueFailureRecovery *KueueFailureRecovery
@@ -121,7 +126,9 @@ type Cluster struct {
 	storage           *runningManager
 	// kubeletAPI is the way from the apiserver to the kubelets' API (with nodes only).
 	kubeletAPI *kubeletAPI
-	work       *workDir
+	// hostBinaries runs the programs' host binaries (Options.AllowHostBinaries, with nodes).
+	hostBinaries *hostproc.Host
+	work         *workDir
 
 	stopOnce sync.Once
 	stopErr  error
@@ -171,7 +178,10 @@ func newCluster(opts Options) (*Cluster, error) {
 	if err := fakekubelet.ValidatePools(opts.Nodes); err != nil {
 		return nil, fmt.Errorf("node pools: %w", err)
 	}
-	if _, err := program.NewRegistry(opts.Programs, opts.builtinPrograms()); err != nil {
+	if _, err := program.NewRegistry(opts.Programs, opts.builtinPrograms(), opts.AllowHostBinaries); err != nil {
+		return nil, err
+	}
+	if err := checkBinaries(opts.Programs); err != nil {
 		return nil, err
 	}
 	c := &Cluster{Release: release, FeatureGates: gates, Timing: profile, Clock: opts.Clock, Scheme: opts.Scheme}
@@ -256,6 +266,13 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			return fmt.Errorf("creating the control plane's directory: %w", err)
 		}
 	}
+	serviceCIDR := defaultServiceCIDR
+	if v := opts.APIServerFlags["service-cluster-ip-range"]; len(v) > 0 {
+		serviceCIDR = v[0]
+	}
+	if err := c.writeAPIServerCerts(apiserver, serviceCIDR); err != nil {
+		return err
+	}
 	c.launcher = newLauncher()
 	if c.Config, err = c.launcher.start(c.env); err != nil {
 		return fmt.Errorf("starting kube-apiserver %s and etcd %s from %s (%s): %w",
@@ -299,9 +316,15 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("reading the apiserver's client CA for the kubelets: %w", err)
 		}
+		if usesBinaries(opts.Programs) {
+			if c.hostBinaries, err = c.startHostBinaries(opts.Assets); err != nil {
+				return err
+			}
+		}
 		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{API: c.kubeletAPI.kubeletOptions(clientCA),
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-			Programs: opts.Programs, Builtins: opts.builtinPrograms(), KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
+			Programs: opts.Programs, Builtins: opts.builtinPrograms(), HostBinaries: c.hostBinaries,
+			KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
 		})
 		if err != nil {
 			return err
@@ -340,6 +363,9 @@ func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		if c.Kubelet != nil {
 			c.Kubelet.Stop()
+		}
+		if c.hostBinaries != nil {
+			c.hostBinaries.Close()
 		}
 		errs := []error{c.kubeletAPI.stop()}
 		for _, comp := range slices.Backward(c.components) {

@@ -64,7 +64,7 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: client: %w", err)
 	}
-	programs, err := program.NewRegistry(opts.Programs, opts.Builtins)
+	programs, err := program.NewRegistry(opts.Programs, opts.Builtins, opts.HostBinaries != nil)
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
@@ -254,7 +254,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p.informer = informer
 	v := version.MustParseSemantic(k.opts.KubeletVersion) // checked by Options.complete
-	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Network: k.network, Sources: sources, Notify: func(uid types.UID) { p.queue.Add(uid) },
+	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Host: k.opts.HostBinaries, Network: k.network, Sources: sources, Notify: func(uid types.UID) { p.queue.Add(uid) },
 		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
 		ConfigFor: func(pod *corev1.Pod) *rest.Config {
 			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/internal/pki"
 	"github.com/restartbed/restartbed/timing"
@@ -79,6 +80,10 @@ type Options struct {
 	Programs []program.Rule
 	// Builtins are the programs a rule's Builtin may name (package builtins has restartbed's).
 	Builtins program.Builtins
+	// HostBinaries runs the host executables that rules name (Rule.Binary), each pod's in a
+	// sandbox of its own; nil: host binaries are not allowed, and a rule that names one is
+	// refused. The caller owns it and closes it after Stop.
+	HostBinaries *hostproc.Host
 	// KubeletVersion is the version the kubelets report (status.nodeInfo.kubeletVersion), e.g.
 	// v1.37.2: the cluster's Kubernetes release. Required.
 	KubeletVersion string

@@ -122,6 +122,41 @@ type loader struct {
 	problems  []Problem
 }
 
+// binary resolves a program's host executable relative to the scenario file and checks that it
+// is one; it returns the absolute path.
+func (l *loader) binary(name string, line int, path string) string {
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(l.dir, name)
+	}
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		l.addf(line, path, "%v", err)
+		return name
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case err != nil:
+		l.addf(line, path, "cannot use %s: %s", abs, yamlpath.ReadError(err))
+	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+		l.addf(line, path, "%s is not an executable file", abs)
+	}
+	return abs
+}
+
+// HostBinaryProblems lists the programs that name a host binary, as problems of a run that does
+// not allow them: such a scenario is refused before anything starts.
+func (sc *Scenario) HostBinaryProblems() []Problem {
+	var problems []Problem
+	for i, p := range sc.Spec.Programs {
+		if p.Binary != "" {
+			problems = append(problems, Problem{File: sc.File, Line: p.binaryLine, Path: fmt.Sprintf("spec.programs[%d].binary", i),
+				Message: fmt.Sprintf("names the host binary %s, and this run does not allow host binaries "+
+					"(pass --allow-host-binaries, or set RunOptions.AllowHostBinaries in Go)", p.Binary)})
+		}
+	}
+	return problems
+}
+
 func (l *loader) addf(line int, path, format string, args ...any) {
 	l.problems = append(l.problems, Problem{File: l.file, Line: line, Path: path, Message: fmt.Sprintf(format, args...)})
 }
@@ -300,10 +335,15 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 		l.addf(line("spec", "controllers", "kueueFailureRecovery", "threshold"), "spec.controllers.kueueFailureRecovery.threshold",
 			"must be positive, got %v: it is how long after a pod's deletionTimestamp the pod is failed", k.Threshold.Duration)
 	}
-	for i, p := range spec.Programs {
+	for i := range spec.Programs {
+		p := &spec.Programs[i]
 		path := fmt.Sprintf("spec.programs[%d]", i)
 		if p.Container == "" && p.Image == "" {
 			l.addf(line("spec", "programs", i), path, "set container, image or both: a rule must say which containers it is for")
+		}
+		if p.Binary != "" {
+			p.binaryLine = line("spec", "programs", i, "binary")
+			p.Binary = l.binary(p.Binary, p.binaryLine, path+".binary")
 		}
 		for _, problem := range p.rule().Problems(builtins.Programs()) {
 			field, msg, _ := strings.Cut(problem, ": ")

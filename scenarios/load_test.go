@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -197,5 +198,41 @@ func TestEveryStepFieldIsOneKind(t *testing.T) {
 	}
 	for key := range kinds {
 		t.Errorf("stepKinds has %s, which no field of Step decodes", key)
+	}
+}
+
+// A program may name a host binary, relative to the scenario file; Run refuses it unless the
+// run allows host binaries, before a cluster starts.
+func TestHostBinaryPrograms(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "manifests/jobset.yaml", manifest)
+	agent := write(t, dir, "bin/agent", "#!/bin/sh\nexit 0\n")
+	if err := os.Chmod(agent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	content := strings.Replace(valid, "    builtin: agent\n", "    binary: bin/agent\n", 1)
+	sc, err := Load(write(t, dir, "s.yaml", content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.ClusterOptions().Programs[0].Binary; got != agent {
+		t.Errorf("the rule's binary is %q, want %q", got, agent)
+	}
+	problems := sc.HostBinaryProblems()
+	if len(problems) != 1 || problems[0].Line != 24 || problems[0].Path != "spec.programs[0].binary" {
+		t.Fatalf("problems %+v, want one at line 24", problems)
+	}
+	res := Run(context.Background(), sc, RunOptions{})
+	var invalid *InvalidError
+	if !errors.As(res.Err, &invalid) || res.Passed() || len(res.Steps) != len(sc.Spec.Steps) {
+		t.Errorf("Run without AllowHostBinaries: %v, steps %d", res.Err, len(res.Steps))
+	}
+
+	if err := os.Chmod(agent, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(filepath.Join(dir, "s.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "s.yaml:24: spec.programs[0].binary: "+agent+" is not an executable file") {
+		t.Errorf("a binary that is not executable: %v", err)
 	}
 }

@@ -44,6 +44,14 @@ type RunOptions struct {
 	// Clock is the scenario clock: the cluster's components run on it, and steps, reports and
 	// the wall time read it. Default: the real clock.
 	Clock clock.WithTicker
+	// Started runs once the cluster is up, before the scenario's objects are applied: start your
+	// own controller against it here (with Configure turning restartbed's off). Its error fails
+	// the run. Its ctx is cancelled after the steps, before the cluster stops: whatever it
+	// started must let go of the apiserver then, or the apiserver's shutdown waits for it.
+	Started func(ctx context.Context, cluster *envtest.Cluster) error
+	// AllowHostBinaries lets the scenario's programs run host executables (spec.programs[].binary);
+	// without it such a scenario fails with an *InvalidError before anything starts.
+	AllowHostBinaries bool
 }
 
 // Status is the outcome of a step.
@@ -123,8 +131,14 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 		res.Wall = clk.Since(wallStart)
 		rep.summary(res)
 	}()
+	if problems := sc.HostBinaryProblems(); len(problems) > 0 && !opts.AllowHostBinaries {
+		res.Err = &InvalidError{Problems: problems}
+		res.skipAll(0)
+		return res
+	}
 	clusterOpts := sc.ClusterOptions()
 	clusterOpts.Clock = clk
+	clusterOpts.AllowHostBinaries = opts.AllowHostBinaries
 	if opts.Configure != nil {
 		opts.Configure(&clusterOpts)
 	}
@@ -139,6 +153,15 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 			res.Err = fmt.Errorf("stopping the cluster: %w", err)
 		}
 	}()
+	if opts.Started != nil {
+		startedCtx, stopStarted := context.WithCancel(ctx)
+		defer stopStarted() // before the cluster stops
+		if err := opts.Started(startedCtx, cluster); err != nil {
+			res.Err = fmt.Errorf("after the cluster started: %w", err)
+			res.skipAll(0)
+			return res
+		}
+	}
 	// The watches end before the cluster stops, so that the apiserver has no request to drain.
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()

@@ -89,11 +89,16 @@ type Program struct {
 	Image     string `yaml:"image"`
 	Builtin   string `yaml:"builtin"`
 	Run       string `yaml:"run"`
+	// Binary is a host executable, relative to the scenario file; Load makes it absolute. It
+	// runs only in runs that allow host binaries (RunOptions.AllowHostBinaries).
+	Binary string `yaml:"binary"`
+	// binaryLine is the line of binary in the scenario file.
+	binaryLine int
 }
 
 // rule is the fake kubelet's form of the program assignment.
 func (p Program) rule() program.Rule {
-	return program.Rule{Container: p.Container, Image: p.Image, Builtin: p.Builtin, Script: p.Run}
+	return program.Rule{Container: p.Container, Image: p.Image, Builtin: p.Builtin, Script: p.Run, Binary: p.Binary}
 }
 
 // ObjectSource is a manifest file (multi-document YAML, relative to the scenario file) or one

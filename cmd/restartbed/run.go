@@ -27,6 +27,7 @@ const (
 func newRunCommand() *cobra.Command {
 	var parallel int
 	var junit, trace, timingName, version string
+	var allowBinaries bool
 	cmd := &cobra.Command{
 		Use:   "run FILE|DIR...",
 		Short: "Replay scenarios, each on a fresh cluster, and report every step",
@@ -38,8 +39,13 @@ nodes; its objects are applied and its steps run in order, one report line per s
 it holds in both; expressions that read the timing variable (timing.defaultTolerationSeconds,
 ...) follow the profile.
 
+A program rule may run a host executable as a container's process (spec.programs[].binary), in
+namespaces of its own; such a scenario runs only with --allow-host-binaries, which needs root
+(docs/host-binaries.md). Without it the scenario is refused and nothing starts.
+
 Exit status: 0 every step of every scenario passed; 1 a step failed or a cluster could not run;
-2 a scenario file is invalid (each problem is shown as FILE:LINE: FIELD: message).
+2 a scenario file is invalid, or names a host binary without --allow-host-binaries (each problem
+is shown as FILE:LINE: FIELD: message).
 
 The format is documented in docs/scenarios.md.`,
 		Args: cobra.MinimumNArgs(1),
@@ -53,7 +59,7 @@ The format is documented in docs/scenarios.md.`,
 				}
 			}
 			return runScenarios(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args,
-				runFlags{parallel: parallel, junit: junit, trace: trace, timing: timingName, version: version})
+				runFlags{parallel: parallel, junit: junit, trace: trace, timing: timingName, version: version, allowBinaries: allowBinaries})
 		},
 	}
 	cmd.Flags().IntVarP(&parallel, "parallel", "p", 1, "scenarios to run at once, each with its own control plane")
@@ -61,6 +67,7 @@ The format is documented in docs/scenarios.md.`,
 	addKubernetesVersionFlag(cmd.Flags(), &version)
 	cmd.Flags().Lookup("kubernetes-version").Usage = "run every scenario on this Kubernetes release instead of its spec.kubernetesVersion; " + cmd.Flags().Lookup("kubernetes-version").Usage
 	cmd.Flags().StringVar(&timingName, "timing", "", "run every scenario in this timing profile ("+strings.Join(timing.Names(), ", ")+") instead of its spec.timing")
+	cmd.Flags().BoolVar(&allowBinaries, "allow-host-binaries", false, "let scenarios run host executables as containers' processes (spec.programs[].binary; needs root)")
 	cmd.Flags().StringVar(&trace, "trace", "", "write every observed object change to this file as JSON lines; with several scenarios, FILE gets each scenario's name before its extension")
 	return cmd
 }
@@ -68,6 +75,7 @@ The format is documented in docs/scenarios.md.`,
 type runFlags struct {
 	parallel                      int
 	junit, trace, timing, version string
+	allowBinaries                 bool
 }
 
 func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, flags runFlags) error {
@@ -79,6 +87,16 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 			return exitError{code: exitInvalid, err: fmt.Errorf("%d problem(s) in the scenario files; nothing was started", len(invalid.Problems))}
 		}
 		return exitError{code: exitInvalid, err: err}
+	}
+	if !flags.allowBinaries {
+		var refused []scenarios.Problem
+		for _, sc := range all {
+			refused = append(refused, sc.HostBinaryProblems()...)
+		}
+		if len(refused) > 0 {
+			fmt.Fprintln(errOut, &scenarios.InvalidError{Problems: refused})
+			return exitError{code: exitInvalid, err: fmt.Errorf("%d program(s) name a host binary and --allow-host-binaries was not given; nothing was started", len(refused))}
+		}
 	}
 	if flags.timing != "" {
 		for _, sc := range all {
@@ -135,7 +153,7 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			results[i] = scenarios.Run(ctx, all[i], scenarios.RunOptions{Progress: progress, Trace: traces[i],
+			results[i] = scenarios.Run(ctx, all[i], scenarios.RunOptions{Progress: progress, Trace: traces[i], AllowHostBinaries: flags.allowBinaries,
 				Configure: func(o *envtest.Options) { o.Logger = &logger }})
 		})
 	}

@@ -48,6 +48,8 @@ func TestRunRefusesMalformedScenarios(t *testing.T) {
 		{"unsupported Kubernetes version", "  kubernetesVersion: '1.34'\n", "s.yaml:5: spec.kubernetesVersion: Kubernetes 1.34 is not supported; supported: 1.35 (v1.35.8), 1.36 (v1.36.4), 1.37 (v1.37.2)"},
 		{"gate locked in the scenario's release", "  kubernetesVersion: '1.37'\n  featureGates: {NodeDeclaredFeatures: false}\n", "s.yaml:6: spec.featureGates: feature gates of Kubernetes v1.37.2: cannot set feature gate NodeDeclaredFeatures to false"},
 		{"bad pod reference", "  steps:\n  - exec: {pod: {selector: 'a in (b'}, container: c, command: [true]}\n", "s.yaml:6: spec.steps[0].exec.pod.selector: bad label selector"},
+		{"missing binary", "  programs:\n  - container: agent\n    binary: bin/agent\n", "s.yaml:7: spec.programs[0].binary: cannot use "},
+		{"binary with another program", "  programs:\n  - container: agent\n    builtin: agent\n    binary: /bin/true\n", "s.yaml:6: spec.programs[0]: exactly one of builtin, program, run and binary must be set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "s.yaml")
@@ -67,6 +69,34 @@ func TestRunRefusesMalformedScenarios(t *testing.T) {
 				t.Fatal("a control-plane binary ran")
 			}
 		})
+	}
+}
+
+// A scenario that names a host binary is refused without --allow-host-binaries: exit 2 with
+// FILE:LINE, and nothing starts.
+func TestRunRefusesHostBinariesWithoutOptIn(t *testing.T) {
+	mark := markingControlPlane(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agent"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "s.yaml")
+	body := "apiVersion: restartbed.dev/v1alpha1\nkind: Scenario\nmetadata: {name: agent}\nspec:\n  programs:\n  - container: agent\n    binary: agent\n"
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err := runScenarios(context.Background(), &out, &errOut, []string{file}, runFlags{parallel: 1})
+	var exit exitError
+	if !errors.As(err, &exit) || exit.code != exitInvalid || !strings.Contains(err.Error(), "--allow-host-binaries was not given; nothing was started") {
+		t.Fatalf("want exit %d refusing the host binary, got %v", exitInvalid, err)
+	}
+	want := file + ":7: spec.programs[0].binary: names the host binary " + filepath.Join(dir, "agent") + ", and this run does not allow host binaries"
+	if !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr:\n%s\nwant it to contain %q", errOut.String(), want)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("a control-plane binary ran")
 	}
 }
 

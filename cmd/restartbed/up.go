@@ -36,6 +36,8 @@ type upFlags struct {
 	featureGates map[string]bool
 	kubeconfig   string
 	from         string
+	// allowBinaries lets the --from scenario's programs name host binaries.
+	allowBinaries bool
 	// set tells which flags the user gave, so that they override a --from scenario.
 	set func(name string) bool
 }
@@ -56,7 +58,8 @@ Containers named in-place-restart-agent, or whose image contains it, run restart
 agent; every other container runs its command and args in the emulated runtime (busybox-like
 shell and tools), or until stopped when it has none. --from takes the nodes, timing, Kubernetes
 version, feature gates, programs and objects of a scenario file instead (its steps are not run); flags given as
-well override it.
+well override it. A --from scenario whose programs run host executables (spec.programs[].binary)
+needs --allow-host-binaries (and root; docs/host-binaries.md), or nothing starts (exit 2).
 
 kubectl logs [-p] [-f], exec [-it], attach and port-forward reach the emulated kubelets' API
 through the apiserver, as on a cluster (docs/fakekubelet.md, "The kubelet API").
@@ -78,6 +81,8 @@ docs/control-plane.md.`,
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "restartbed.kubeconfig",
 		"where to write the kubeconfig; an existing file is replaced only if restartbed wrote it")
 	cmd.Flags().StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and objects to use")
+	cmd.Flags().BoolVar(&f.allowBinaries, "allow-host-binaries", false,
+		"let the --from scenario's programs run host executables as containers' processes (spec.programs[].binary; needs root)")
 	return cmd
 }
 
@@ -91,7 +96,11 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 		if sc, err = scenarios.Load(f.from); err != nil {
 			return opts, nil, err
 		}
+		if problems := sc.HostBinaryProblems(); len(problems) > 0 && !f.allowBinaries {
+			return opts, nil, &scenarios.InvalidError{Problems: problems}
+		}
 		opts = sc.ClusterOptions()
+		opts.AllowHostBinaries = f.allowBinaries
 	} else {
 		opts = envtest.Options{JobSet: true, Programs: []program.Rule{
 			{Container: agent.ContainerName, Builtin: builtins.Agent},

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,5 +44,38 @@ func TestUpReplacesOnlyItsOwnKubeconfig(t *testing.T) {
 	}
 	if err := checkReplaceable(junk); err == nil {
 		t.Error("an unreadable file was accepted")
+	}
+}
+
+// up --from a scenario that names a host binary refuses it without --allow-host-binaries (exit 2,
+// FILE:LINE, nothing started), and takes it with the flag.
+func TestUpRefusesHostBinariesWithoutOptIn(t *testing.T) {
+	mark := markingControlPlane(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agent"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "s.yaml")
+	body := "apiVersion: restartbed.dev/v1alpha1\nkind: Scenario\nmetadata: {name: agent}\nspec:\n  programs:\n  - container: agent\n    binary: agent\n"
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := upFlags{featureGates: map[string]bool{}, from: file, kubeconfig: filepath.Join(dir, "kubeconfig"), set: func(string) bool { return false }}
+	var out, progress bytes.Buffer
+	err := runUp(context.Background(), &out, &progress, f)
+	var exit exitError
+	if !errors.As(err, &exit) || exit.code != exitInvalid {
+		t.Fatalf("want exit %d, got %v", exitInvalid, err)
+	}
+	if want := file + ":7: spec.programs[0].binary: names the host binary"; !strings.Contains(progress.String(), want) {
+		t.Errorf("output:\n%s\nwant it to contain %q", progress.String(), want)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("a control-plane binary ran")
+	}
+	f.allowBinaries = true
+	opts, _, err := upOptions(f)
+	if err != nil || !opts.AllowHostBinaries || len(opts.Programs) != 1 || opts.Programs[0].Binary != filepath.Join(dir, "agent") {
+		t.Errorf("with --allow-host-binaries: options %+v, error %v", opts.Programs, err)
 	}
 }

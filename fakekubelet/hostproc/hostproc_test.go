@@ -111,11 +111,23 @@ func newTestHost(t *testing.T, helperPath, dir string) *Host {
 	return h
 }
 
-func hostForTest(t *testing.T, apiserver string) *Host {
+// requireHostBinaries makes a host that cannot run host binaries fail the tests instead of
+// skipping them; CI sets it.
+const requireHostBinaries = "RESTARTBED_REQUIRE_HOST_BINARIES"
+
+func skipUnlessHostBinaries(t *testing.T) {
 	t.Helper()
 	if err := Check(); err != nil {
+		if os.Getenv(requireHostBinaries) != "" {
+			t.Fatalf("%s is set and this host cannot run host binaries: %v", requireHostBinaries, err)
+		}
 		t.Skipf("this host cannot run host binaries: %v", err)
 	}
+}
+
+func hostForTest(t *testing.T, apiserver string) *Host {
+	t.Helper()
+	skipUnlessHostBinaries(t)
 	path, err := helper()
 	if err != nil {
 		t.Fatal(err)
@@ -291,9 +303,7 @@ func TestTheAPIServerAddressReachesTheAPIServer(t *testing.T) {
 // A restartbed killed with SIGKILL leaves no process behind: the helper dies with it and takes
 // the PID namespace's processes along.
 func TestNothingOutlivesAKilledParent(t *testing.T) {
-	if err := Check(); err != nil {
-		t.Skipf("this host cannot run host binaries: %v", err)
-	}
+	skipUnlessHostBinaries(t)
 	path, err := helper()
 	if err != nil {
 		t.Fatal(err)

@@ -80,6 +80,20 @@ type Interface struct {
 	closed    bool
 	listeners map[uint16]acceptor
 	nextPort  uint16
+	// uplink reaches the ports no listener of the process holds; nil: they refuse.
+	uplink Uplink
+}
+
+// Uplink connects to a port of an interface's address outside the process: in the network
+// namespace of a pod that runs a host binary (package hostproc), where a real process may listen.
+// Its error for a port nobody listens on is a refusal.
+type Uplink func(ctx context.Context, port uint16) (net.Conn, error)
+
+// SetUplink makes the interface reach the ports it has no listener for through u (nil: none).
+func (i *Interface) SetUplink(u Uplink) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.uplink = u
 }
 
 // acceptor takes the server side of a new connection.
@@ -178,12 +192,22 @@ func (i *Interface) unbind(port uint16, a acceptor) {
 	a.close()
 }
 
-// Listening reports whether something accepts connections on port.
+// Listening reports whether something accepts connections on port: a listener of the process,
+// or one the uplink connects to (it opens a connection and closes it).
 func (i *Interface) Listening(port uint16) bool {
 	i.mu.Lock()
-	defer i.mu.Unlock()
 	_, ok := i.listeners[port]
-	return ok
+	up := i.uplink
+	i.mu.Unlock()
+	if ok || up == nil {
+		return ok
+	}
+	c, err := up(context.Background(), port)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }
 
 func (i *Interface) ephemeralPort() uint16 {
@@ -229,7 +253,15 @@ func (i *Interface) Dial(ctx context.Context, address string) (net.Conn, error) 
 	}
 	peer.mu.Lock()
 	a := peer.listeners[target.Port()]
+	up := peer.uplink
 	peer.mu.Unlock()
+	if a == nil && up != nil {
+		c, err := up(ctx, target.Port())
+		if err != nil {
+			return nil, opErr(errRefused)
+		}
+		return c, nil
+	}
 	if a == nil {
 		return nil, opErr(errRefused)
 	}

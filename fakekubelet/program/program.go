@@ -17,6 +17,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -96,6 +97,12 @@ type Rule struct {
 	Program Program
 	// Script is a shell script run instead of the container's command (instead of a program).
 	Script string
+	// Binary is a host executable (an absolute path) run as the container's process in a
+	// sandbox of its own (package hostproc), standing in for the image's entrypoint: its
+	// arguments are the container's command after the first word, then its args. A registry
+	// takes such a rule only when host binaries are allowed (NewRegistry), and the kubelet runs
+	// it only with a host to run it on.
+	Binary string
 }
 
 // Builtins are programs by name, for rules' Builtin.
@@ -110,13 +117,16 @@ func (b Builtins) Names() []string { return slices.Sorted(maps.Keys(b)) }
 func (r Rule) Problems(builtins Builtins) []string {
 	var problems []string
 	set := 0
-	for _, b := range []bool{r.Builtin != "", r.Program != nil, r.Script != ""} {
+	for _, b := range []bool{r.Builtin != "", r.Program != nil, r.Script != "", r.Binary != ""} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		problems = append(problems, ": exactly one of builtin, program and run must be set")
+		problems = append(problems, ": exactly one of builtin, program, run and binary must be set")
+	}
+	if r.Binary != "" && !path.IsAbs(r.Binary) {
+		problems = append(problems, fmt.Sprintf(".binary: %q is not an absolute path", r.Binary))
 	}
 	if r.Image != "" {
 		if _, err := compileGlob(r.Image); err != nil {
@@ -193,14 +203,21 @@ type Registry struct {
 	images []*regexp.Regexp // the rules' compiled image globs; nil where a rule has none
 }
 
-// NewRegistry checks the rules: each names exactly one of Builtin, Program and Script, images
-// are valid globs, and each Builtin is one of builtins, whose program the rule then runs.
-// Errors name the rule by index.
-func NewRegistry(rules []Rule, builtins Builtins) (*Registry, error) {
+// ErrHostBinariesNotAllowed: a rule names a host binary and the run did not allow them.
+var ErrHostBinariesNotAllowed = errors.New("host binaries are not allowed in this run (restartbed's --allow-host-binaries, " +
+	"or AllowHostBinaries in Go, allows them)")
+
+// NewRegistry checks the rules: each names exactly one of Builtin, Program, Script and Binary,
+// images are valid globs, and each Builtin is one of builtins, whose program the rule then runs;
+// a Binary only with allowBinaries. Errors name the rule by index.
+func NewRegistry(rules []Rule, builtins Builtins, allowBinaries bool) (*Registry, error) {
 	var problems []string
 	for i, r := range rules {
 		for _, problem := range r.Problems(builtins) {
 			problems = append(problems, fmt.Sprintf("programs[%d]%s", i, problem))
+		}
+		if r.Binary != "" && !allowBinaries {
+			problems = append(problems, fmt.Sprintf("programs[%d].binary: %v", i, ErrHostBinariesNotAllowed))
 		}
 	}
 	if len(problems) > 0 {
@@ -218,10 +235,12 @@ func NewRegistry(rules []Rule, builtins Builtins) (*Registry, error) {
 	return reg, nil
 }
 
-// Choice is what a container runs: a program, a script, or (both empty) its own command.
+// Choice is what a container runs: a program, a script, a host binary, or (all empty) its own
+// command.
 type Choice struct {
 	Program Program
 	Script  string
+	Binary  string
 }
 
 // Lookup returns what the first matching rule assigns to the container.
@@ -233,7 +252,7 @@ func (r *Registry) Lookup(c *corev1.Container) Choice {
 		if !rule.matches(c, r.images[i]) {
 			continue
 		}
-		return Choice{Program: rule.Program, Script: rule.Script}
+		return Choice{Program: rule.Program, Script: rule.Script, Binary: rule.Binary}
 	}
 	return Choice{}
 }

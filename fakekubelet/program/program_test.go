@@ -17,7 +17,7 @@ func TestRegistryFirstMatchWins(t *testing.T) {
 		{Image: "busybox*", Script: "sleep 1"},
 		{Container: "worker", Script: "exit 3"},
 		{Container: "sidecar", Builtin: "idle"},
-	}, Builtins{"idle": idle})
+	}, Builtins{"idle": idle}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +67,15 @@ func TestRegistryRejectsBadRules(t *testing.T) {
 		{Container: "b", Script: "x", Program: idle},
 		{Image: "[", Script: "x"},
 		{Builtin: "no-such-program"},
-	}, Builtins{"idle": idle, "agent": idle})
+		{Binary: "bin/agent"},
+		{Binary: "/usr/bin/agent"},
+	}, Builtins{"idle": idle, "agent": idle}, false)
 	if err == nil {
 		t.Fatal("bad rules accepted")
 	}
-	for _, want := range []string{"programs[0]: exactly one", "programs[1]: exactly one", "programs[2].image: bad glob", `programs[3].builtin: unknown program "no-such-program"; known: agent, idle`} {
+	for _, want := range []string{"programs[0]: exactly one", "programs[1]: exactly one", "programs[2].image: bad glob",
+		`programs[3].builtin: unknown program "no-such-program"; known: agent, idle`, `programs[4].binary: "bin/agent" is not an absolute path`,
+		"programs[5].binary: host binaries are not allowed in this run"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
@@ -90,5 +94,15 @@ func TestContainerEnvAndIdentity(t *testing.T) {
 	if cfg.Impersonate.UserName != "system:serviceaccount:ns:agent" ||
 		strings.Join(cfg.Impersonate.Groups, ",") != "system:serviceaccounts,system:serviceaccounts:ns" {
 		t.Errorf("impersonation %+v", cfg.Impersonate)
+	}
+}
+
+func TestRegistryTakesBinariesWhenAllowed(t *testing.T) {
+	reg, err := NewRegistry([]Rule{{Container: "agent", Binary: "/opt/agent"}}, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.Lookup(&corev1.Container{Name: "agent"}); got.Binary != "/opt/agent" {
+		t.Errorf("Lookup = %+v, want the binary", got)
 	}
 }

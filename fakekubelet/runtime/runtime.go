@@ -6,7 +6,9 @@
 // as PLEG does.
 //
 // It decides nothing about restarts, ordering or status: that is the kubelet's (package
-// fakekubelet). It never touches the host: files live in package vfs, commands in package shell.
+// fakekubelet). It never touches the host: files live in package vfs, commands in package shell;
+// the one exception is a host binary that a program rule names, which it runs through package
+// hostproc when given a Host (binary.go copies the pod's files into the binary's sandbox).
 package runtime
 
 import (
@@ -35,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/logs"
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/program"
@@ -67,6 +70,9 @@ type Options struct {
 	Network *network.Network
 	// Logs say how containers' logs are kept (size, files); their clock defaults to Clock.
 	Logs logs.Options
+	// Host runs the host binaries that programs name; nil: a container whose rule names one
+	// fails to start.
+	Host *hostproc.Host
 }
 
 // Runtime holds the sandboxes of every pod of every emulated node.
@@ -117,6 +123,9 @@ type sandbox struct {
 	hostname string
 	fs       *vfs.Pod
 	volumes  map[string]*vfs.Volume
+	// projected names the volumes that hold a projection (configMap, secret, downwardAPI,
+	// projected).
+	projected map[string]bool
 	// serviceAccount holds the files a pod's service-account token volume carries, for pods
 	// whose spec the apiserver did not give one (restartbed's control plane may run without the
 	// ServiceAccount admission plugin).
@@ -145,6 +154,11 @@ type instance struct {
 	// stopping: a stop was requested; done is closed when the process has returned.
 	stopping bool
 	done     chan struct{}
+	// binary: the process is a host executable (package hostproc); startFailure says why it
+	// could not start; hostTermination is its termination-log file on the host.
+	binary          bool
+	startFailure    string
+	hostTermination string
 }
 
 type forcedExit struct {
@@ -180,7 +194,7 @@ func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) er
 		return nil
 	}
 	sb := &sandbox{uid: pod.UID, node: pod.Spec.NodeName, ip: ip, ready: true, fs: vfs.NewPod(r.opts.Clock),
-		volumes: map[string]*vfs.Volume{}, attempts: map[string]int{}}
+		volumes: map[string]*vfs.Volume{}, projected: map[string]bool{}, attempts: map[string]int{}}
 	domain := network.DefaultDomain
 	if r.opts.Network != nil {
 		domain = r.opts.Network.Domain()
@@ -196,6 +210,7 @@ func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) er
 	}
 	for _, v := range pod.Spec.Volumes {
 		sb.volumes[v.Name] = r.volume(sb, pod, &v, projected)
+		sb.projected[v.Name] = projects(&v)
 	}
 	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 		sb.serviceAccount = serviceAccountVolume(sb, pod)
@@ -230,6 +245,7 @@ func (r *Runtime) RefreshVolumes(ctx context.Context, pod *corev1.Pod) {
 			writeProjection(vol.FS(sb.fs), files)
 		}
 	}
+	r.refreshHostFiles(sb)
 }
 
 // attach puts the sandbox's address on the network; nil when there is none or the address is
@@ -358,8 +374,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 		in.status.FinishedAt = now
 		in.status.ExitCode = exitStartError
 		in.status.Reason = container.ReasonStartError
-		in.status.Message = fmt.Sprintf("failed to create containerd task: failed to create shim task: OCI runtime create failed: "+
-			"runc create failed: unable to start container process: error during container init: %v: unknown", startErr)
+		in.status.Message = startErrorMessage(startErr)
 		close(in.done)
 		st := in.status
 		r.mu.Unlock()
@@ -375,6 +390,9 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 
 	var run func() int
 	switch {
+	case choice.Binary != "":
+		in.binary = true
+		run = func() int { return r.runBinary(termCtx, killCtx, pod, in, choice.Binary, env) }
 	case choice.Program != nil:
 		pc := &program.Container{Pod: pod.DeepCopy(), Spec: &in.spec, Env: env, Clock: r.opts.Clock, FS: in.fs,
 			Stdout: in.env.Stdout, Stderr: in.env.Stderr, Serve: func(port int32, h http.Handler) { r.serve(pod.UID, in, port, h) }}
@@ -473,6 +491,14 @@ func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 		in.status.ExitCode = in.forced.code
 	}
 	switch {
+	case in.startFailure != "":
+		in.status.StartedAt = time.Time{}
+		in.status.ExitCode = exitStartError
+		in.status.Reason = container.ReasonStartError
+		in.status.Message = startErrorMessage(errors.New(in.startFailure))
+		r.mu.Unlock()
+		r.opts.Notify(uid)
+		return
 	case in.forced != nil && in.forced.oom:
 		in.status.Reason = container.ReasonOOMKilled
 	case in.status.ExitCode == 0:
@@ -483,6 +509,12 @@ func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 	in.status.Message = terminationMessage(in)
 	r.mu.Unlock()
 	r.opts.Notify(uid)
+}
+
+// startErrorMessage is containerd's message for a container whose process could not start.
+func startErrorMessage(err error) string {
+	return fmt.Sprintf("failed to create containerd task: failed to create shim task: OCI runtime create failed: "+
+		"runc create failed: unable to start container process: error during container init: %v: unknown", err)
 }
 
 // The kubelet's limits on a termination message (pkg/kubelet/container/runtime.go): what it reads
@@ -496,11 +528,10 @@ const (
 // terminationMessage reads the container's terminationMessagePath (its last 4 KiB), falling back
 // to its log's last 80 lines (their last 2 KiB) on an error exit when the policy says so.
 func terminationMessage(in *instance) string {
-	p := in.spec.TerminationMessagePath
-	if p == "" {
-		p = corev1.TerminationMessagePathDefault
+	msg, _ := in.fs.ReadFile(terminationPath(&in.spec))
+	if in.binary {
+		msg = readHostTermination(in)
 	}
-	msg, _ := in.fs.ReadFile(p)
 	if len(msg) > maxTerminationMessage {
 		msg = msg[len(msg)-maxTerminationMessage:]
 	}
@@ -601,6 +632,7 @@ func (r *Runtime) RemovePod(uid types.UID) {
 			in.kill()
 		}
 	}
+	r.removeHostSandbox(uid)
 }
 
 // ErrNotRunning is returned by fault injection aimed at a container that is not running.
@@ -664,6 +696,9 @@ type Streams struct {
 func (r *Runtime) ExecStream(ctx context.Context, uid types.UID, name string, argv []string, s Streams) (int, error) {
 	r.mu.Lock()
 	in, err := r.running(uid, name)
+	if err == nil && in.binary {
+		err = errExecIntoBinary
+	}
 	if err != nil {
 		r.mu.Unlock()
 		return 0, err

@@ -31,7 +31,7 @@ type harness struct {
 func newHarness(t *testing.T, rules ...program.Rule) *harness {
 	t.Helper()
 	h := &harness{clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), events: make(chan types.UID, 100)}
-	reg, err := program.NewRegistry(rules, nil)
+	reg, err := program.NewRegistry(rules, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package runtime
 
 import (
 	"path"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -66,10 +64,7 @@ func serviceAccountToken(pod *corev1.Pod) string { return "restartbed-token-" + 
 // container mounts a volume of its own (the kubelet then leaves /etc/hosts to it).
 func writeNames(fs *vfs.FS, names map[string][]byte, mounts []corev1.VolumeMount) {
 	for p, content := range names {
-		if slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool {
-			mp := path.Clean(m.MountPath)
-			return mp == p || strings.HasPrefix(p, mp+"/")
-		}) {
+		if covered(p, mounts) {
 			continue
 		}
 		_ = fs.Mkdir(path.Dir(p), 0o755, true)

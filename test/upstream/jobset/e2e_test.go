@@ -48,7 +48,7 @@ func TestUpstreamE2E(t *testing.T) {
 			defer cancel()
 			cluster := startCluster(ctx, t, mode.upstream)
 			if mode.upstream {
-				runManager(ctx, t, cluster, manager)
+				runManager(ctx, t, cluster, manager, "")
 			}
 			deployPlaceholder(ctx, t, cluster)
 			results := runSuite(t, cluster, suite)
@@ -125,12 +125,7 @@ func startCluster(ctx context.Context, t *testing.T, upstream bool) *envtest.Clu
 	opts := envtest.Options{Nodes: []fakekubelet.NodePool{{Name: "node", Count: 4}}, JobSet: !upstream}
 	if upstream {
 		opts.Scheme = newScheme(t)
-		dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{
-			filepath.Join(strings.TrimSpace(string(dir)), "config", "components", "webhook", "manifests.yaml")}}
+		opts.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{upstreamWebhooks(t)}}
 	}
 	cluster, err := envtest.Start(ctx, opts)
 	if err != nil {
@@ -145,8 +140,8 @@ func startCluster(ctx context.Context, t *testing.T, upstream bool) *envtest.Clu
 }
 
 // runManager runs upstream's manager against the cluster, serving its webhooks where the cluster
-// registered them.
-func runManager(ctx context.Context, t *testing.T, cluster *envtest.Cluster, bin string) {
+// registered them; extra is more of its configuration file (YAML lines).
+func runManager(ctx context.Context, t *testing.T, cluster *envtest.Cluster, bin, extra string) {
 	t.Helper()
 	dir := t.TempDir()
 	kubeconfig, err := cluster.Kubeconfig()
@@ -159,7 +154,7 @@ kind: Configuration
 internalCertManagement: {enable: false}
 leaderElection: {leaderElect: false}
 webhook: {host: %q, port: %d, certDir: %q}
-`, serving.Host, serving.Port, serving.CertDir)
+%s`, serving.Host, serving.Port, serving.CertDir, extra)
 	for name, data := range map[string][]byte{"kubeconfig": kubeconfig, "config.yaml": []byte(config)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)

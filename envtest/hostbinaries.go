@@ -1,0 +1,61 @@
+package envtest
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+
+	"github.com/restartbed/restartbed/envtest/controlplane"
+	"github.com/restartbed/restartbed/fakekubelet/hostproc"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+)
+
+// usesBinaries reports whether a rule names a host binary.
+func usesBinaries(rules []program.Rule) bool {
+	return slices.ContainsFunc(rules, func(r program.Rule) bool { return r.Binary != "" })
+}
+
+// checkBinaries says, before anything starts, what keeps the rules' host binaries from running:
+// a file that is not an executable, or a host that cannot run them (hostproc.Check).
+func checkBinaries(rules []program.Rule) error {
+	if !usesBinaries(rules) {
+		return nil
+	}
+	var errs []error
+	for i, r := range rules {
+		if r.Binary == "" {
+			continue
+		}
+		fi, err := os.Stat(r.Binary)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("programs[%d].binary: %w", i, err))
+		case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+			errs = append(errs, fmt.Errorf("programs[%d].binary: %s is not an executable file", i, r.Binary))
+		}
+	}
+	if err := hostproc.Check(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// startHostBinaries builds the sandbox helper (once, into the cache) and returns the host the
+// kubelets run binaries on, forwarding the pods' apiserver connections to the apiserver.
+func (c *Cluster) startHostBinaries(assets controlplane.Options) (*hostproc.Host, error) {
+	helper, err := controlplane.EnsureTool(assets, hostproc.HelperName, "the pod sandbox helper", hostproc.HelperSource)
+	if err != nil {
+		return nil, err
+	}
+	dir := c.work.file("sandboxes")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the sandboxes' directory: %w", err)
+	}
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		return nil, fmt.Errorf("the apiserver's address %q: %w", c.Config.Host, err)
+	}
+	return hostproc.New(hostproc.Options{Helper: helper, Dir: dir, APIServer: u.Host})
+}

@@ -1,0 +1,298 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/restartbed/restartbed/fakekubelet/hostproc"
+	"github.com/restartbed/restartbed/fakekubelet/logs"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/fakekubelet/vfs"
+)
+
+// Where a pod's files go in its host sandbox's files directory: each volume's content (copied from
+// the pod's volumes, package vfs), the kubelet's name files, and each instance's termination-log.
+const (
+	hostVolumes     = "volumes"
+	hostNames       = "names"
+	hostTermination = "termination"
+	// serviceAccountVolumeName holds restartbed's own service-account files where the apiserver
+	// gave the pod no token volume.
+	serviceAccountVolumeName = ".serviceaccount"
+)
+
+// runBinary runs a host executable as the instance's process in the pod's host sandbox and
+// returns its exit code: SIGTERM when term is done, SIGKILL when kill is. When it cannot start,
+// the instance gets containerd's StartError with the reason, as a missing entrypoint would.
+func (r *Runtime) runBinary(term, kill context.Context, pod *corev1.Pod, in *instance, binary string, env []string) int {
+	box, mounts, err := r.hostSandbox(term, pod, in)
+	var p *hostproc.Process
+	if err == nil {
+		argv := []string{binary}
+		if len(in.spec.Command) > 1 {
+			argv = append(argv, expandArgs(in.spec.Command[1:], env)...)
+		}
+		argv = append(argv, expandArgs(in.spec.Args, env)...)
+		p, err = box.Start(term, hostproc.ProcessSpec{ID: in.status.ID, Binary: binary, Argv: argv, Env: env, Dir: in.spec.WorkingDir,
+			Mounts: mounts, Stdout: in.logs.Writer(logs.Stdout), Stderr: in.logs.Writer(logs.Stderr)})
+	}
+	if err != nil {
+		r.mu.Lock()
+		in.startFailure = err.Error()
+		r.mu.Unlock()
+		return exitStartError
+	}
+	select {
+	case <-p.Done():
+		return p.ExitCode()
+	case <-term.Done():
+		_ = p.Signal(syscall.SIGTERM)
+		select {
+		case <-p.Done():
+			return p.ExitCode()
+		case <-kill.Done():
+		}
+	case <-kill.Done(): // SIGKILL without SIGTERM: a node that lost power, a forced exit
+	}
+	_ = p.Signal(syscall.SIGKILL)
+	return p.ExitCode()
+}
+
+// hostSandbox returns the pod's host sandbox, started when it has none, with the instance's
+// files written into it, and the mounts that put them at the container's paths.
+func (r *Runtime) hostSandbox(ctx context.Context, pod *corev1.Pod, in *instance) (*hostproc.Sandbox, []hostproc.Mount, error) {
+	if r.opts.Host == nil {
+		return nil, nil, program.ErrHostBinariesNotAllowed
+	}
+	r.mu.Lock()
+	sb := r.pods[pod.UID]
+	r.mu.Unlock()
+	if sb == nil {
+		return nil, nil, fmt.Errorf("pod %s/%s has no sandbox", pod.Namespace, pod.Name)
+	}
+	ip, err := netip.ParseAddr(sb.ip)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod %s/%s has no IP", pod.Namespace, pod.Name)
+	}
+	box, err := r.opts.Host.Sandbox(string(pod.UID), hostproc.SandboxSpec{Hostname: sb.hostname, IP: ip,
+		APIServer: apiServerAddress(in.env.Vars)})
+	if err != nil {
+		return nil, nil, err
+	}
+	r.mu.Lock()
+	if sb.iface != nil {
+		sb.iface.SetUplink(box.Dial)
+	}
+	r.mu.Unlock()
+	mounts, err := r.writeHostFiles(box, sb, in)
+	return box, mounts, err
+}
+
+// apiServerAddress is the kubernetes Service's address the container's environment names; the
+// zero value without one.
+func apiServerAddress(env []string) netip.AddrPort {
+	var host, port string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "KUBERNETES_SERVICE_HOST="); ok {
+			host = v
+		}
+		if v, ok := strings.CutPrefix(kv, "KUBERNETES_SERVICE_PORT="); ok {
+			port = v
+		}
+	}
+	ap, _ := netip.ParseAddrPort(host + ":" + port)
+	return ap
+}
+
+// writeHostFiles copies the volumes the container mounts into the sandbox (a volume that does
+// not project its source is copied once, so what one of the pod's binaries writes stays), writes
+// the name files and an empty termination-log, and returns the mounts.
+func (r *Runtime) writeHostFiles(box *hostproc.Sandbox, sb *sandbox, in *instance) ([]hostproc.Mount, error) {
+	files := box.FilesDir()
+	var mounts []hostproc.Mount
+	saMounted := false
+	for _, m := range in.spec.VolumeMounts {
+		r.mu.Lock()
+		vol := sb.volumes[m.Name]
+		r.mu.Unlock()
+		if vol == nil {
+			continue
+		}
+		dir := path.Join(hostVolumes, m.Name)
+		if err := copyVolume(vol.FS(sb.fs), filepath.Join(files, dir), !r.projectsVolume(sb, m.Name)); err != nil {
+			return nil, fmt.Errorf("volume %q: %w", m.Name, err)
+		}
+		mounts = append(mounts, hostproc.Mount{Source: path.Join(dir, m.SubPath), Target: m.MountPath,
+			ReadOnly: m.ReadOnly || r.projectsVolume(sb, m.Name)})
+		saMounted = saMounted || path.Clean(m.MountPath) == ServiceAccountDir
+	}
+	if sb.serviceAccount != nil && !saMounted {
+		dir := path.Join(hostVolumes, serviceAccountVolumeName)
+		if err := copyVolume(sb.serviceAccount.FS(sb.fs), filepath.Join(files, dir), false); err != nil {
+			return nil, fmt.Errorf("the service-account files: %w", err)
+		}
+		mounts = append(mounts, hostproc.Mount{Source: dir, Target: ServiceAccountDir, ReadOnly: true})
+	}
+	for _, p := range slices.Sorted(maps.Keys(sb.names)) {
+		if covered(p, in.spec.VolumeMounts) {
+			continue
+		}
+		src := path.Join(hostNames, path.Base(p))
+		if err := writeFile(filepath.Join(files, src), sb.names[p], 0o644); err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, hostproc.Mount{Source: src, Target: p})
+	}
+	term := terminationPath(&in.spec)
+	src := path.Join(hostTermination, in.status.ID)
+	if err := writeFile(filepath.Join(files, src), nil, 0o666); err != nil {
+		return nil, err
+	}
+	mounts = append(mounts, hostproc.Mount{Source: src, Target: term})
+	r.mu.Lock()
+	in.hostTermination = filepath.Join(files, src)
+	r.mu.Unlock()
+	return mounts, nil
+}
+
+// projectsVolume reports whether the pod's volume holds a projection (configMap, secret,
+// downwardAPI, projected), which the kubelet mounts read-only and refreshes.
+func (r *Runtime) projectsVolume(sb *sandbox, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return sb.projected[name]
+}
+
+// refreshHostFiles copies the pod's projected volumes into its host sandbox again, so that
+// updates (a rotated token, a changed ConfigMap) reach the binaries as they reach the kubelet's
+// mounts.
+func (r *Runtime) refreshHostFiles(sb *sandbox) {
+	if r.opts.Host == nil {
+		return
+	}
+	box := r.opts.Host.Lookup(string(sb.uid))
+	if box == nil {
+		return
+	}
+	r.mu.Lock()
+	var names []string
+	for name := range sb.projected {
+		names = append(names, name)
+	}
+	r.mu.Unlock()
+	for _, name := range names {
+		r.mu.Lock()
+		vol := sb.volumes[name]
+		r.mu.Unlock()
+		dst := filepath.Join(box.FilesDir(), hostVolumes, name)
+		if _, err := os.Stat(dst); vol == nil || err != nil {
+			continue // no binary of the pod mounts it
+		}
+		_ = copyVolume(vol.FS(sb.fs), dst, false)
+	}
+}
+
+// copyVolume copies a volume's files into dir; with once, only when dir does not exist yet.
+func copyVolume(src *vfs.FS, dir string, once bool) error {
+	if _, err := os.Stat(dir); err == nil && once {
+		return nil
+	}
+	return copyTree(src, "/", dir)
+}
+
+func copyTree(src *vfs.FS, from, to string) error {
+	fi, err := src.Stat(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(to, fi.Mode().Perm()|0o700); err != nil {
+		return err
+	}
+	entries, err := src.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		p, dst := path.Join(from, e.Name()), filepath.Join(to, e.Name())
+		if e.IsDir() {
+			if err := copyTree(src, p, dst); err != nil {
+				return err
+			}
+			continue
+		}
+		data, err := src.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if err := writeFile(dst, data, info.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile replaces a file whole (a rename), so a reader never sees half of it.
+func writeFile(name string, data []byte, perm fs.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	tmp := name + ".restartbed-new"
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, perm); err != nil { // past the umask
+		return err
+	}
+	return os.Rename(tmp, name)
+}
+
+// covered reports whether one of the mounts covers p, where the kubelet then writes no name file.
+func covered(p string, mounts []corev1.VolumeMount) bool {
+	return slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool {
+		mp := path.Clean(m.MountPath)
+		return mp == p || strings.HasPrefix(p, mp+"/")
+	})
+}
+
+func terminationPath(c *corev1.Container) string {
+	if c.TerminationMessagePath != "" {
+		return c.TerminationMessagePath
+	}
+	return corev1.TerminationMessagePathDefault
+}
+
+// readHostTermination reads what a binary wrote to its termination-log; "" without one.
+func readHostTermination(in *instance) []byte {
+	if in.hostTermination == "" {
+		return nil
+	}
+	data, _ := os.ReadFile(in.hostTermination)
+	return data
+}
+
+// removeHostSandbox ends the pod's host sandbox, if it has one.
+func (r *Runtime) removeHostSandbox(uid types.UID) {
+	if r.opts.Host != nil {
+		r.opts.Host.Remove(string(uid))
+	}
+}
+
+// errExecIntoBinary: restartbed's shell cannot run inside a host binary's container.
+var errExecIntoBinary = errors.New("exec into a container that runs a host binary is not supported")

@@ -1,0 +1,96 @@
+package jobset
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/fakekubelet/hostproc"
+	"github.com/restartbed/restartbed/scenarios"
+)
+
+// requireHostBinaries makes a host that cannot run host binaries fail the test instead of
+// skipping it; make test-upstream sets it, so CI never skips.
+const requireHostBinaries = "RESTARTBED_REQUIRE_HOST_BINARIES"
+
+// agentScenarios are restartbed's bundled scenarios whose agent sidecar becomes upstream's binary.
+var agentScenarios = []string{"story1-fast-recovery.yaml", "story2-recreate-then-fail.yaml"}
+
+// TestUpstreamAgent runs upstream JobSet v0.12.0's in-place-restart agent, built unmodified from
+// this module's sigs.k8s.io/jobset, as the agent sidecar of KEP-467's Story 1 and Story 2, with
+// restartbed's JobSet controller and with upstream's manager: each group must restart in place,
+// and Story 2's exit codes must do what the KEP says, with the real agent.
+func TestUpstreamAgent(t *testing.T) {
+	if err := hostproc.Check(); err != nil {
+		if os.Getenv(requireHostBinaries) != "" {
+			t.Fatalf("%s is set and this host cannot run host binaries: %v", requireHostBinaries, err)
+		}
+		t.Skipf("this host cannot run host binaries: %v", err)
+	}
+	bin := t.TempDir()
+	agentBinary, manager := filepath.Join(bin, "in-place-restart-agent"), filepath.Join(bin, "jobset-manager")
+	for target, pkg := range map[string]string{agentBinary: "sigs.k8s.io/jobset/cmd/in-place-restart-agent", manager: "sigs.k8s.io/jobset"} {
+		if out, err := exec.Command("go", "build", "-o", target, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	for _, mode := range []struct {
+		name     string
+		upstream bool
+	}{{"restartbed's controller", false}, {"upstream's manager", true}} {
+		for _, file := range agentScenarios {
+			t.Run(mode.name+"/"+strings.TrimSuffix(file, ".yaml"), func(t *testing.T) {
+				sc, err := scenarios.Load(filepath.Join("..", "..", "..", "scenarios", "examples", file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				replaced := 0
+				for i := range sc.Spec.Programs {
+					if p := &sc.Spec.Programs[i]; p.Builtin == "agent" {
+						p.Builtin, p.Binary = "", agentBinary
+						replaced++
+					}
+				}
+				if replaced == 0 {
+					t.Fatalf("%s has no agent program to replace", file)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				var progress strings.Builder
+				opts := scenarios.RunOptions{Progress: &progress, AllowHostBinaries: true}
+				if mode.upstream {
+					opts.Configure = func(o *envtest.Options) {
+						o.JobSet = false
+						o.Scheme = newScheme(t)
+						o.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{upstreamWebhooks(t)}}
+					}
+					opts.Started = func(ctx context.Context, cluster *envtest.Cluster) error {
+						runManager(ctx, t, cluster, manager, "featureGates: {InPlaceRestart: true}\n")
+						return nil
+					}
+				}
+				res := scenarios.Run(ctx, sc, opts)
+				t.Log("\n" + progress.String())
+				if !res.Passed() {
+					t.Errorf("%s with upstream's agent binary and %s failed: %v", file, mode.name, res.Err)
+				}
+			})
+		}
+	}
+}
+
+// upstreamWebhooks is the manifest of upstream's webhook configurations.
+func upstreamWebhooks(t *testing.T) string {
+	t.Helper()
+	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(strings.TrimSpace(string(dir)), "config", "components", "webhook", "manifests.yaml")
+}
