@@ -19,6 +19,7 @@ import (
 	agentconfig "github.com/restartbed/restartbed/config/agent"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/internal/procfs"
 	"github.com/restartbed/restartbed/timing"
@@ -57,6 +58,11 @@ type Options struct {
 	// Cluster is the base of the cluster's options (assets, logger, control-plane output);
 	// Run sets the nodes, programs, timing and JobSet.
 	Cluster envtest.Options
+	// AgentBinary, if set, is a host executable run as every pod's agent instead of restartbed's
+	// builtin (docs/host-binaries.md; it needs root): upstream JobSet's in-place-restart agent,
+	// say. The report then counts its processes' CPU and memory (CPU.HostBinaries,
+	// Memory.HostBinaries); the agents' requests and the herd are not measured.
+	AgentBinary string
 }
 
 // DefaultHeartbeatBudget is how many Lease renewals a second the nodes may make unless Options
@@ -119,6 +125,9 @@ type Report struct {
 	LeaseRenewInterval Duration `json:"leaseRenewIntervalSeconds"`
 	HeartbeatScale     int      `json:"heartbeatScale"`
 	Go                 string   `json:"go"`
+	// AgentBinary is the host executable the agents ran (Options.AgentBinary); empty: the
+	// builtin agent, inside restartbed.
+	AgentBinary string `json:"agentBinary,omitempty"`
 	// StartedAt is when the run began.
 	StartedAt time.Time `json:"startedAt"`
 	// ClusterStart is how long the control plane and the nodes took to come up.
@@ -136,6 +145,9 @@ type Report struct {
 // Restart is one group restart of the benchmark's JobSet.
 type Restart struct {
 	Strategy Strategy `json:"strategy"`
+	// HostBinaries is what the host binaries' processes held right after the restart
+	// (Options.AgentBinary).
+	HostBinaries HostBinaries `json:"hostBinaries,omitzero"`
 	// Start is from the JobSet's creation to every worker running.
 	Start Duration `json:"startSeconds"`
 	// Restart is from one worker's exit to every worker running again.
@@ -192,6 +204,11 @@ type Memory struct {
 	Etcd              int64 `json:"etcdBytes,omitempty"`
 	ControllerManager int64 `json:"kubeControllerManagerBytes,omitempty"`
 	Scheduler         int64 `json:"kubeSchedulerBytes,omitempty"`
+	// HostBinaries is the sum of the peak RSS of the host binaries' processes (the sandbox
+	// helpers and what they run) right after a restart, the most of any strategy's;
+	// HostBinaryProcesses how many there were then.
+	HostBinaries        int64 `json:"hostBinariesBytes,omitempty"`
+	HostBinaryProcesses int   `json:"hostBinaryProcesses,omitempty"`
 }
 
 func (o *Options) complete() error {
@@ -227,6 +244,14 @@ func (o *Options) complete() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if o.AgentBinary != "" {
+		if err := hostproc.CheckBinary(o.AgentBinary); err != nil {
+			return fmt.Errorf("the agent binary: %w", err)
+		}
+		if err := hostproc.Check(); err != nil {
+			return fmt.Errorf("the agent binary: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -250,7 +275,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	clusterOpts.JobSet = true
 	clusterOpts.Nodes = []fakekubelet.NodePool{{Name: "bench", Count: opts.Pods,
 		Capacity: corev1.ResourceList{fakekubelet.TPUResource: resource.MustParse("4")}}}
-	clusterOpts.Programs = append([]program.Rule{{Container: agent.ContainerName, Program: tracker}}, clusterOpts.Programs...)
+	agentRule := program.Rule{Container: agent.ContainerName, Program: tracker}
+	if opts.AgentBinary != "" {
+		agentRule = program.Rule{Container: agent.ContainerName, Binary: opts.AgentBinary}
+		clusterOpts.AllowHostBinaries = true
+		rep.AgentBinary = opts.AgentBinary
+	}
+	clusterOpts.Programs = append([]program.Rule{agentRule}, clusterOpts.Programs...)
 	progress("starting a control plane with %d nodes (%s timing, Leases renewed every %s)", opts.Pods, opts.Timing.Name, rep.LeaseRenewInterval)
 	cluster, err := envtest.Start(ctx, clusterOpts)
 	if err != nil {
@@ -263,6 +294,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	procs := findProcesses()
 	err = run(ctx, cluster, opts, tracker, procs, rep, progress)
 	rep.Memory = procs.peakMemory()
+	for _, r := range rep.Restarts {
+		if r.HostBinaries.Bytes > rep.Memory.HostBinaries {
+			rep.Memory.HostBinaries, rep.Memory.HostBinaryProcesses = r.HostBinaries.Bytes, r.HostBinaries.Processes
+		}
+	}
 	rep.Wall = Duration(time.Since(rep.StartedAt))
 	return rep, err
 }
@@ -388,6 +424,13 @@ func (p processes) peakMemory() Memory {
 		ControllerManager: v[procControllerManager], Scheduler: v[procScheduler]}
 }
 
+// HostBinaries are the live processes of the host binaries' sandboxes at one moment.
+type HostBinaries struct {
+	// Processes counts the helpers and the processes they run; Bytes sums their peak RSS.
+	Processes int   `json:"processes"`
+	Bytes     int64 `json:"peakRSSBytes"`
+}
+
 // CPU is the CPU time each process of the run used over a span, and what the machine had.
 type CPU struct {
 	Restartbed        Duration `json:"restartbedSeconds"`
@@ -395,18 +438,22 @@ type CPU struct {
 	Etcd              Duration `json:"etcdSeconds"`
 	ControllerManager Duration `json:"kubeControllerManagerSeconds"`
 	Scheduler         Duration `json:"kubeSchedulerSeconds"`
+	// HostBinaries is what the host binaries' sandboxes used (helpers, their processes and the
+	// processes they reaped), with Options.AgentBinary.
+	HostBinaries Duration `json:"hostBinariesSeconds,omitempty"`
 	// Available is the span's wall time times the cores Go could use.
 	Available Duration `json:"availableSeconds"`
 }
 
 // cpuMark is a reading of the processes' CPU times.
 type cpuMark struct {
-	at   time.Time
-	used [procCount]time.Duration
+	at       time.Time
+	used     [procCount]time.Duration
+	binaries time.Duration
 }
 
 func (p processes) cpu() cpuMark {
-	return cpuMark{at: time.Now(), used: each(p, procfs.CPUTime)}
+	return cpuMark{at: time.Now(), used: each(p, procfs.CPUTime), binaries: p.binariesCPU()}
 }
 
 // since is the CPU used from m to now.
@@ -414,8 +461,51 @@ func (p processes) since(m cpuMark) CPU {
 	now := p.cpu()
 	d := func(i int) Duration { return Duration(now.used[i] - m.used[i]) }
 	return CPU{Restartbed: d(procRestartbed), APIServer: d(procAPIServer), Etcd: d(procEtcd),
-		ControllerManager: d(procControllerManager), Scheduler: d(procScheduler),
+		ControllerManager: d(procControllerManager), Scheduler: d(procScheduler), HostBinaries: Duration(now.binaries - m.binaries),
 		Available: Duration(now.at.Sub(m.at) * time.Duration(goruntime.GOMAXPROCS(0)))}
+}
+
+// helperCommand is the sandbox helpers' /proc comm: restartbed-sandbox, cut to 15 bytes.
+const helperCommand = "restartbed-sand"
+
+// helpers are restartbed's sandbox helpers alive now.
+func (p processes) helpers() []int {
+	var pids []int
+	for _, pid := range procfs.Children(p[procRestartbed]) {
+		if procfs.Command(pid) == helperCommand {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// binariesCPU is the CPU the live sandboxes used so far: each helper with what it reaped, and
+// its live children. A sandbox that ended (its pod deleted) takes its share with it.
+func (p processes) binariesCPU() time.Duration {
+	var total time.Duration
+	for _, h := range p.helpers() {
+		cpu, _ := procfs.CPUTimeWithChildren(h)
+		total += cpu
+		for _, c := range procfs.Children(h) {
+			cpu, _ := procfs.CPUTime(c)
+			total += cpu
+		}
+	}
+	return total
+}
+
+// binaries sums the peak RSS of the live sandboxes' processes and counts them.
+func (p processes) binaries() HostBinaries {
+	var hb HostBinaries
+	for _, h := range p.helpers() {
+		for _, pid := range append([]int{h}, procfs.Children(h)...) {
+			if rss, err := procfs.PeakRSS(pid); err == nil {
+				hb.Bytes += rss
+				hb.Processes++
+			}
+		}
+	}
+	return hb
 }
 
 // errTimeout wraps what a wait that ran out found.

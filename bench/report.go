@@ -34,6 +34,9 @@ func CheckOptions(opts Options) error { return opts.complete() }
 func (r *Report) WriteTable(w io.Writer, previous *Report) {
 	fmt.Fprintf(w, "restartbed bench: %d pods on %d nodes (%d Jobs of %d), %s timing, %d CPUs, %s\n",
 		r.Pods, r.Nodes, r.Pods/max(r.PodsPerJob, 1), r.PodsPerJob, r.Timing, r.CPUs, r.Go)
+	if r.AgentBinary != "" {
+		fmt.Fprintf(w, "agents: the host binary %s, one process per pod in a sandbox of its own (docs/host-binaries.md)\n", r.AgentBinary)
+	}
 	if r.HeartbeatScale > 1 {
 		fmt.Fprintf(w, "nodes renewed their Leases every %s, %d× the %s profile's interval, to stay within the heartbeat budget\n",
 			r.LeaseRenewInterval, r.HeartbeatScale, r.Timing)
@@ -95,6 +98,11 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		row("CPU: "+cpuColumns+" / available", func(m *Restart) string {
 			return orDash(m.CPU.Available > 0, fmt.Sprintf("%s / %.0fs", m.CPU.seconds(), m.CPU.Available.Seconds()))
 		})
+		if r.AgentBinary != "" {
+			row("host binaries: CPU / processes, their peak RSS", func(m *Restart) string {
+				return fmt.Sprintf("%.1fs / %d, %s", m.CPU.HostBinaries.Seconds(), m.HostBinaries.Processes, byteSize(m.HostBinaries.Bytes))
+			})
+		}
 		row("apiserver CPU: the writes at the bound's cost / in all", func(m *Restart) string {
 			return orDash(m.WritesCPU > 0, fmt.Sprintf("%.0fs / %.0fs", m.WritesCPU.Seconds(), m.CPU.APIServer.Seconds()))
 		})
@@ -144,6 +152,9 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 	fmt.Fprintf(w, "peak RSS: restartbed %s, kube-apiserver %s, etcd %s, kube-controller-manager %s, kube-scheduler %s\n",
 		byteSize(r.Memory.Restartbed), byteSize(r.Memory.APIServer), byteSize(r.Memory.Etcd),
 		byteSize(r.Memory.ControllerManager), byteSize(r.Memory.Scheduler))
+	if r.Memory.HostBinaryProcesses > 0 {
+		fmt.Fprintf(w, "peak RSS of the host binaries' %d processes, summed: %s\n", r.Memory.HostBinaryProcesses, byteSize(r.Memory.HostBinaries))
+	}
 
 	for _, m := range r.Restarts {
 		fmt.Fprintf(w, "\n%s: where the time went (from the worker's exit)\n", m.Strategy)

@@ -94,6 +94,7 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	}
 	r.Restart = Duration(time.Since(exitAt))
 	r.CPU = procs.since(cpuBefore)
+	r.HostBinaries = procs.binaries()
 	progress("%s: every worker runs again %s after the exit", strategy, r.Restart)
 	if opts.Restarted != nil {
 		opts.Restarted(strategy)
@@ -114,11 +115,13 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	r.account(after.since(before), opts.Pods, bound)
 	r.Agents = tracker.since(agentsBefore, *opts.AgentJitter)
 
-	progress("%s: breaking every agent's watch at once", strategy)
-	if r.Herd, err = measureHerd(ctx, cluster, tracker, *opts.AgentJitter, opts.Timeout); err != nil {
-		return r, err
+	if opts.AgentBinary == "" { // a host binary's watches are its own: nothing to break
+		progress("%s: breaking every agent's watch at once", strategy)
+		if r.Herd, err = measureHerd(ctx, cluster, tracker, *opts.AgentJitter, opts.Timeout); err != nil {
+			return r, err
+		}
+		progress("%s: all %d agents watch again %s after the break (%d 429s)", strategy, r.Herd.Agents, r.Herd.Back, r.Herd.Throttled)
 	}
-	progress("%s: all %d agents watch again %s after the break (%d 429s)", strategy, r.Herd.Agents, r.Herd.Back, r.Herd.Throttled)
 
 	progress("%s: deleting the JobSet and waiting for its pods to go", strategy)
 	if err := cleanUp(ctx, cluster, ns, pods, opts.Timeout); err != nil {

@@ -28,12 +28,8 @@ func checkBinaries(rules []program.Rule) error {
 		if r.Binary == "" {
 			continue
 		}
-		fi, err := os.Stat(r.Binary)
-		switch {
-		case err != nil:
+		if err := hostproc.CheckBinary(r.Binary); err != nil {
 			errs = append(errs, fmt.Errorf("programs[%d].binary: %w", i, err))
-		case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
-			errs = append(errs, fmt.Errorf("programs[%d].binary: %s is not an executable file", i, r.Binary))
 		}
 	}
 	if err := hostproc.Check(); err != nil {

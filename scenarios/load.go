@@ -24,6 +24,7 @@ import (
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/internal/yamlpath"
 	"github.com/restartbed/restartbed/timing"
 )
@@ -133,12 +134,10 @@ func (l *loader) binary(name string, line int, path string) string {
 		l.addf(line, path, "%v", err)
 		return name
 	}
-	fi, err := os.Stat(abs)
-	switch {
-	case err != nil:
+	if _, err := os.Stat(abs); err != nil {
 		l.addf(line, path, "cannot use %s: %s", abs, yamlpath.ReadError(err))
-	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
-		l.addf(line, path, "%s is not an executable file", abs)
+	} else if err := hostproc.CheckBinary(abs); err != nil {
+		l.addf(line, path, "%v", err)
 	}
 	return abs
 }

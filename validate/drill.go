@@ -25,6 +25,10 @@ type DrillOptions struct {
 	Timeout time.Duration
 	// Timing is the timing profile (default realistic: the question is how long a cluster takes).
 	Timing string
+	// AgentBinary, if set, is a host executable (an absolute path) run as the agent containers
+	// instead of restartbed's builtin agent: the drill then allows host binaries
+	// (docs/host-binaries.md).
+	AgentBinary string
 }
 
 // DrillResult is the outcome of a drill.
@@ -118,7 +122,7 @@ func drill(ctx context.Context, docs []*Document, opts DrillOptions, base envtes
 	}
 	sc.Objects = objects
 	var report strings.Builder
-	run := scenarios.Run(ctx, sc, scenarios.RunOptions{Progress: &report, Configure: func(o *envtest.Options) {
+	run := scenarios.Run(ctx, sc, scenarios.RunOptions{Progress: &report, AllowHostBinaries: opts.AgentBinary != "", Configure: func(o *envtest.Options) {
 		o.Assets, o.Logger, o.ControlPlaneOutput = base.Assets, base.Logger, base.ControlPlaneOutput
 		o.FeatureGates, o.KubernetesVersion = base.FeatureGates, base.KubernetesVersion
 	}})
@@ -199,6 +203,10 @@ func (p drillPlan) scenario(js *jobsetv1alpha2.JobSet, opts DrillOptions) map[st
 	}
 	var programs []map[string]any
 	for _, name := range p.agents {
+		if opts.AgentBinary != "" {
+			programs = append(programs, map[string]any{"container": name, "binary": opts.AgentBinary})
+			continue
+		}
 		programs = append(programs, map[string]any{"container": name, "builtin": builtins.Agent})
 	}
 	live := fmt.Sprintf(`pods.filter(p, p.metadata.labels[%q] == %q && !has(p.metadata.deletionTimestamp) && !(p.status.phase in ["Failed", "Succeeded"]))`,

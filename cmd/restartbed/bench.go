@@ -35,6 +35,8 @@ type benchFlags struct {
 	memProfile       string
 	apiProfile       string
 	apiProfileFor    time.Duration
+	agentBinary      string
+	allowBinaries    bool
 }
 
 func newBenchCommand() *cobra.Command {
@@ -64,6 +66,11 @@ Every node renews its Lease as the timing profile says, unless all of them toget
 more than --heartbeats-per-second times a second (5000 nodes in realistic timing: 500, this
 2-core machine's whole write bound); then every node's renew interval, lease duration, status
 report and grace periods are stretched by one whole factor, which the report states.
+
+--agent-binary runs a host executable as every pod's agent instead of restartbed's builtin one
+(upstream JobSet's in-place-restart agent, built from sigs.k8s.io/jobset v0.12.0); it needs
+--allow-host-binaries and root (docs/host-binaries.md). The report then adds what the binaries'
+processes cost, CPU and peak RSS, beside restartbed's own; the herd is not measured.
 
 -o json writes the report as JSON; --compare FILE prints each figure beside a previous JSON
 report's. Nothing is asserted about speed: docs/performance.md holds the figures and the goals.
@@ -101,6 +108,8 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of restartbed's process (pprof) to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write a heap profile of restartbed's process (pprof) to this file when every worker runs again after the first restart")
 	cmd.Flags().StringVar(&f.apiProfile, "apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver (pprof), taken from the first restart's exit, to this file")
+	cmd.Flags().StringVar(&f.agentBinary, "agent-binary", "", "run this host executable as every pod's agent (needs --allow-host-binaries)")
+	cmd.Flags().BoolVar(&f.allowBinaries, "allow-host-binaries", false, "let --agent-binary run (needs root; docs/host-binaries.md)")
 	cmd.Flags().DurationVar(&f.apiProfileFor, "apiserver-cpuprofile-for", bench.DefaultAPIServerProfileFor, "how long --apiserver-cpuprofile profiles")
 	return cmd
 }
@@ -129,6 +138,11 @@ func (f benchFlags) options() (bench.Options, error) {
 		return opts, fmt.Errorf("--apiserver-cpuprofile-for must be at least 1s, got %s", f.apiProfileFor)
 	}
 	opts.Timing = &profile
+	if f.agentBinary != "" {
+		if opts.AgentBinary, err = hostBinaryFlag("--agent-binary", f.agentBinary, f.allowBinaries); err != nil {
+			return opts, err
+		}
+	}
 	return opts, bench.CheckOptions(opts)
 }
 

@@ -13,7 +13,7 @@ import (
 // starts.
 func TestBenchRefusesBadFlags(t *testing.T) {
 	mark := markingControlPlane(t)
-	notReport := filepath.Join(t.TempDir(), "scenario.json")
+	notReport := filepath.Join(t.TempDir(), "scenario.json") // also a file that is not executable
 	if err := os.WriteFile(notReport, []byte(`{"kind": "Scenario"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -30,6 +30,9 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"--compare", notReport}, "--compare: " + notReport + ": not a restartbed bench JSON report"},
 		{[]string{"--heartbeats-per-second", "-1"}, "--heartbeats-per-second must be 0"},
 		{[]string{"extra"}, `unknown command "extra"`},
+		{[]string{"--agent-binary", "/bin/true"}, "--agent-binary names the host binary /bin/true, and --allow-host-binaries was not given"},
+		{[]string{"--agent-binary", "/no/such/agent", "--allow-host-binaries"}, "--agent-binary: stat /no/such/agent"},
+		{[]string{"--agent-binary", notReport, "--allow-host-binaries"}, "--agent-binary: " + notReport + " is not an executable file"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cmd := newRootCommand()
@@ -49,5 +52,31 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 				t.Fatal("a control-plane binary ran")
 			}
 		})
+	}
+}
+
+// validate's drill takes a host binary as its agents only with --allow-host-binaries and --drill.
+func TestValidateDrillRefusesHostBinariesWithoutOptIn(t *testing.T) {
+	mark := markingControlPlane(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--drill", "--drill-agent-binary", "/bin/true"}, "--drill-agent-binary names the host binary /bin/true, and --allow-host-binaries was not given"},
+		{[]string{"--drill-agent-binary", "/bin/true", "--allow-host-binaries"}, "--drill-agent-binary needs --drill"},
+	} {
+		cmd := newRootCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(append([]string{"validate", "x.yaml"}, tc.args...))
+		err := cmd.Execute()
+		var exit exitError
+		if !errors.As(err, &exit) || exit.code != exitInvalid || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("validate %v = %v, want exit %d saying %q", tc.args, err, exitInvalid, tc.want)
+		}
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("a control-plane binary ran")
 	}
 }

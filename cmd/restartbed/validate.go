@@ -26,6 +26,9 @@ type validateFlags struct {
 	drillTiming  string
 	featureGates map[string]bool
 	version      string
+	// drillAgent is the host executable the drill runs as its agents; allowBinaries the opt-in.
+	drillAgent    string
+	allowBinaries bool
 }
 
 func newValidateCommand() *cobra.Command {
@@ -54,7 +57,9 @@ judge the rest. Each finding is one line, FILE:LINE: error|warning: FIELD.PATH: 
 
 --drill then runs the manifests on emulated nodes (the agent containers as restartbed's builtin
 agent, the workers' own commands), makes one worker exit, and reports whether the group restart
-completes and how long it took.
+completes and how long it took. --drill-agent-binary PATH runs that host executable as the agents
+instead (upstream JobSet's in-place-restart agent, say); it needs --allow-host-binaries and root
+(docs/host-binaries.md).
 
 Exit status: 0 no errors (warnings allowed); 1 an error was found or the drill failed; 2 bad flags.
 Every check is documented in docs/validate.md.`,
@@ -76,6 +81,14 @@ Every check is documented in docs/validate.md.`,
 			if f.drill && !f.dryRun {
 				return exitError{code: exitInvalid, err: fmt.Errorf("--drill needs the dry-run: drop --dry-run=false")}
 			}
+			if f.drillAgent != "" {
+				if !f.drill {
+					return exitError{code: exitInvalid, err: fmt.Errorf("--drill-agent-binary needs --drill")}
+				}
+				if f.drillAgent, err = hostBinaryFlag("--drill-agent-binary", f.drillAgent, f.allowBinaries); err != nil {
+					return exitError{code: exitInvalid, err: err}
+				}
+			}
 			return runValidate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args, f)
 		},
 	}
@@ -88,6 +101,8 @@ Every check is documented in docs/validate.md.`,
 	cmd.Flags().StringVar(&f.drillTiming, "drill-timing", timing.Realistic().Name,
 		fmt.Sprintf("timing profile of the drill's cluster: %s", strings.Join(timing.Names(), " or ")))
 	cmd.Flags().DurationVar(&f.drillTimeout, "drill-timeout", 3*time.Minute, "how long the drill waits for the pods to start and for the group restart")
+	cmd.Flags().StringVar(&f.drillAgent, "drill-agent-binary", "", "run this host executable as the drill's agent containers (needs --allow-host-binaries)")
+	cmd.Flags().BoolVar(&f.allowBinaries, "allow-host-binaries", false, "let the drill run a host executable (--drill-agent-binary; needs root; docs/host-binaries.md)")
 	return cmd
 }
 
@@ -97,7 +112,7 @@ func runValidate(ctx context.Context, out, progress io.Writer, paths []string, f
 		Cluster: envtest.Options{Assets: controlplane.Options{Progress: progress}, Logger: &logger, FeatureGates: f.featureGates, KubernetesVersion: f.version},
 	}
 	if f.drill {
-		opts.Drill = &validate.DrillOptions{Timeout: f.drillTimeout, Timing: f.drillTiming}
+		opts.Drill = &validate.DrillOptions{Timeout: f.drillTimeout, Timing: f.drillTiming, AgentBinary: f.drillAgent}
 	}
 	rep, err := validate.Run(ctx, paths, opts)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 )
@@ -176,4 +177,20 @@ func (t *thread) do(f func()) {
 func (t *thread) stop() {
 	close(t.requests)
 	<-t.done
+}
+
+// CheckBinary says what keeps path from running as a container's process: not an absolute path,
+// no such file, a directory, no execute permission. nil when it can run.
+func CheckBinary(path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("%q is not an absolute path", path)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err
+	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%s is not an executable file", path)
+	}
+	return nil
 }

@@ -91,3 +91,21 @@ func PeakRSS(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("/proc/%d/status has no VmHWM line", pid)
 }
+
+// CPUTimeWithChildren returns the CPU time of the process and of its children it has waited for
+// (utime, stime, cutime, cstime), as the process's share of a tree whose members come and go.
+func CPUTimeWithChildren(pid int) (time.Duration, error) {
+	f := stat(pid)
+	if len(f) < 15 {
+		return 0, fmt.Errorf("/proc/%d/stat: no CPU times", pid)
+	}
+	var ticks int64
+	for _, field := range f[11:15] {
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
