@@ -331,3 +331,46 @@ func TestNothingOutlivesAKilledParent(t *testing.T) {
 		waitUntil(t, fmt.Sprintf("process %d to end", p), func() bool { return !procfs.Alive(p) })
 	}
 }
+
+// An exec runs in the container's root, with its mounts, and returns the command's exit code; a
+// command the container does not have fails to start.
+func TestExecRunsInTheContainer(t *testing.T) {
+	h := hostForTest(t, "")
+	sb, err := h.Sandbox("pod", SandboxSpec{Hostname: "worker-0", IP: netip.MustParseAddr("10.244.0.8")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(sb.FilesDir(), "volumes", "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "ready"), []byte("yes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	var out syncBuffer
+	p, err := sb.Start(context.Background(), ProcessSpec{ID: "agent", Binary: self, Argv: []string{"serve"},
+		Env: []string{roleEnv + "=serve"}, Mounts: []Mount{{Source: "volumes/data", Target: "/data"}}, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the server to serve", func() bool { return strings.Contains(out.String(), "serving") })
+	var stdout, stderr syncBuffer
+	code, err := sb.Exec(context.Background(), ExecSpec{Container: "agent", Argv: []string{"sh", "-c", `cat /data/ready; echo " $GREETING $(hostname)"; read line; echo "$line" >&2; exit 3`},
+		Env: []string{"GREETING=hi", "PATH=/usr/bin:/bin"}, Stdin: strings.NewReader("from stdin\n"), Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 3 || stdout.String() != "yes hi worker-0\n" || stderr.String() != "from stdin\n" {
+		t.Errorf("exec: code %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	if _, err := sb.Exec(context.Background(), ExecSpec{Container: "agent", Argv: []string{"no-such-command"}}); err == nil ||
+		!strings.Contains(err.Error(), `"no-such-command": executable file not found in $PATH`) {
+		t.Errorf("exec of a missing command: %v", err)
+	}
+	if _, err := sb.Exec(context.Background(), ExecSpec{Container: "gone", Argv: []string{"true"}}); err == nil {
+		t.Error("exec in a container that does not run succeeded")
+	}
+	_ = p.Signal(syscall.SIGKILL)
+	p.ExitCode()
+}

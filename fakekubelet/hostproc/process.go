@@ -136,3 +136,76 @@ func (p *Process) ExitCode() int {
 	<-p.done
 	return p.code
 }
+
+// ExecSpec is a command to run in a running container, as kubectl exec, an exec probe or an exec
+// hook runs one.
+type ExecSpec struct {
+	// Container is the ID of the container's process (ProcessSpec.ID).
+	Container string
+	// Argv is the command; a name without a slash is looked up in the container's PATH.
+	Argv []string
+	// Env is the container's environment; Dir its working directory.
+	Env []string
+	Dir string
+	// Stdin, if set, is copied to the command's standard input until it ends; Stdout and Stderr
+	// receive its output.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Exec runs a command in a running container, in the container's root and the sandbox's
+// namespaces, and returns its exit code when it ends; when ctx ends first it is killed.
+func (s *Sandbox) Exec(ctx context.Context, spec ExecSpec) (int, error) {
+	if len(spec.Argv) == 0 {
+		return 0, errors.New("exec: no command")
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeFiles([]*os.File{inR, inW})
+		return 0, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeFiles([]*os.File{inR, inW, outR, outW})
+		return 0, err
+	}
+	id := s.nextID("exec-")
+	p := &Process{sb: s, id: id, done: make(chan struct{})}
+	p.logs.Add(2)
+	s.mu.Lock()
+	s.procs[id] = p
+	s.mu.Unlock()
+	r, err := s.request(ctx, message{Op: opExec, ID: id, Exec: &execSpec{Container: spec.Container, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir}},
+		inR, outW, errW)
+	closeFiles([]*os.File{inR, outW, errW})
+	if err == nil && r.msg.Op != opStarted {
+		err = errors.New(r.msg.Error)
+	}
+	closeFiles(r.files)
+	if err != nil {
+		s.mu.Lock()
+		delete(s.procs, id)
+		s.mu.Unlock()
+		closeFiles([]*os.File{inW, outR, errR})
+		return 0, err
+	}
+	go p.copy(spec.Stdout, outR)
+	go p.copy(spec.Stderr, errR)
+	go func() {
+		defer inW.Close()
+		if spec.Stdin != nil {
+			_, _ = io.Copy(inW, spec.Stdin)
+		}
+	}()
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		_ = p.Signal(syscall.SIGKILL)
+		<-p.Done()
+	}
+	return p.ExitCode(), nil
+}

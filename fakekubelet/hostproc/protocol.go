@@ -5,6 +5,7 @@ package hostproc
 //
 //	helper → restartbed  ready (fds: the listeners asked for) | failed{error}
 //	restartbed → helper  start{id, init} (fds: stdout, stderr)  → started{id} | failed{id, error}
+//	                     exec{id, exec} (fds: stdin, stdout, stderr) → started{id} | failed{id, error}
 //	                     signal{id, signal}
 //	                     dial{id, port}                         → dialed{id, error} (fd: the connection)
 //	helper → restartbed  exited{id, code}
@@ -13,6 +14,7 @@ const (
 	opReady   = "ready"
 	opFailed  = "failed"
 	opStart   = "start"
+	opExec    = "exec"
 	opStarted = "started"
 	opSignal  = "signal"
 	opDial    = "dial"
@@ -39,6 +41,7 @@ type message struct {
 	Op     string    `json:"op"`
 	ID     string    `json:"id,omitempty"`
 	Init   *initSpec `json:"init,omitempty"`
+	Exec   *execSpec `json:"exec,omitempty"`
 	Signal int       `json:"signal,omitempty"`
 	Port   int       `json:"port,omitempty"`
 	Code   int       `json:"code,omitempty"`
@@ -54,4 +57,12 @@ type initSpec struct {
 	Env    []string `json:"env"`
 	Dir    string   `json:"dir"`
 	Mounts []Mount  `json:"mounts"`
+}
+
+// execSpec is a command to run in a running container (its ID).
+type execSpec struct {
+	Container string   `json:"container"`
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	Dir       string   `json:"dir"`
 }

@@ -14,7 +14,9 @@
 // hostname, mounts a tmpfs on the sandbox's base directory (volumes and container roots live
 // there, so they vanish with it), opens the listeners restartbed asked for and hands them over,
 // and then serves restartbed's requests: start a container (it re-executes itself as "init" in
-// a mount namespace of the container's own), signal one, dial a port of the sandbox. It reaps
+// a mount namespace of the container's own), run a command in a running container (an exec:
+// chrooted into the container's root, /proc/PID/root of its process), signal either, dial a port
+// of the sandbox. It reaps
 // every process, as a PID 1 must, and reports each container's exit.
 //
 // The messages are JSON, one per SOCK_SEQPACKET packet, file descriptors as SCM_RIGHTS; their
@@ -30,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,6 +55,7 @@ type message struct {
 	Op     string    `json:"op"`
 	ID     string    `json:"id,omitempty"`
 	Init   *initSpec `json:"init,omitempty"`
+	Exec   *execSpec `json:"exec,omitempty"`
 	Signal int       `json:"signal,omitempty"`
 	Port   int       `json:"port,omitempty"`
 	Code   int       `json:"code,omitempty"`
@@ -65,6 +69,13 @@ type initSpec struct {
 	Env    []string `json:"env"`
 	Dir    string   `json:"dir"`
 	Mounts []mount  `json:"mounts"`
+}
+
+type execSpec struct {
+	Container string   `json:"container"`
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	Dir       string   `json:"dir"`
 }
 
 type mount struct {
@@ -129,6 +140,14 @@ func (s *sandbox) setup() ([]*os.File, error) {
 	if err := syscall.Mount("tmpfs", s.cfg.Base, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
 		return nil, fmt.Errorf("mounting a tmpfs on %s: %w", s.cfg.Base, err)
 	}
+	// The sandbox's own /proc, whose PIDs are the ones ForkExec returns here (the /proc this
+	// process inherited numbers the host's PIDs).
+	if err := os.Mkdir(s.proc(), 0o555); err != nil {
+		return nil, fmt.Errorf("creating the sandbox's /proc: %w", err)
+	}
+	if err := syscall.Mount("proc", s.proc(), "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
+		return nil, fmt.Errorf("mounting the sandbox's /proc: %w", err)
+	}
 	if err := loopback(s.cfg.Addrs); err != nil {
 		return nil, err
 	}
@@ -145,6 +164,9 @@ func (s *sandbox) setup() ([]*os.File, error) {
 	}
 	return files, nil
 }
+
+// proc is where the sandbox's own /proc is mounted.
+func (s *sandbox) proc() string { return filepath.Join(s.cfg.Base, "proc") }
 
 func listenFile(l listen) (*os.File, error) {
 	switch l.Network {
@@ -237,7 +259,7 @@ func (s *sandbox) send(m message, files ...*os.File) {
 // serve reads requests until restartbed closes the socket, then ends the sandbox.
 func (s *sandbox) serve() {
 	buf := make([]byte, 1<<20)
-	oob := make([]byte, syscall.CmsgSpace(2*4))
+	oob := make([]byte, syscall.CmsgSpace(4*4))
 	for {
 		n, oobn, _, _, err := s.ctl.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
@@ -252,6 +274,8 @@ func (s *sandbox) serve() {
 		switch m.Op {
 		case "start":
 			go s.start(m, files)
+		case "exec":
+			go s.exec(m, files)
 		case "signal":
 			closeAll(files)
 			s.signal(m.ID, syscall.Signal(m.Signal))
@@ -339,6 +363,68 @@ func (s *sandbox) start(m message, files []*os.File) {
 	if exited {
 		s.exited(pid, code)
 	}
+}
+
+// exec runs a command in a running container with the stdin, stdout and stderr it was handed:
+// chrooted into the container's root, so it sees the container's files and mounts, in the
+// sandbox's other namespaces. Its exit is reported like a container's.
+func (s *sandbox) exec(m message, files []*os.File) {
+	defer closeAll(files)
+	if m.Exec == nil || len(files) != 3 || len(m.Exec.Argv) == 0 {
+		s.send(message{Op: "failed", ID: m.ID, Error: "an exec needs a container, a command and three descriptors"})
+		return
+	}
+	s.mu.Lock()
+	target, running := s.byID[m.Exec.Container]
+	s.mu.Unlock()
+	if !running {
+		s.send(message{Op: "failed", ID: m.ID, Error: "container is not running"})
+		return
+	}
+	root := filepath.Join(s.proc(), strconv.Itoa(target), "root")
+	path, err := lookPath(root, m.Exec.Argv[0], m.Exec.Env)
+	if err != nil {
+		s.send(message{Op: "failed", ID: m.ID, Error: err.Error()})
+		return
+	}
+	dir := m.Exec.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	s.mu.Lock() // held across the fork, so that the reaper cannot see the exit first
+	pid, err := syscall.ForkExec(path, m.Exec.Argv, &syscall.ProcAttr{Dir: dir, Env: m.Exec.Env,
+		Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
+		Sys:   &syscall.SysProcAttr{Chroot: root, Setsid: true, Pdeathsig: syscall.SIGKILL}})
+	if err != nil {
+		s.mu.Unlock()
+		s.send(message{Op: "failed", ID: m.ID, Error: fmt.Sprintf("exec %q: %v", m.Exec.Argv[0], err)})
+		return
+	}
+	s.procs[pid], s.byID[m.ID] = m.ID, pid
+	s.mu.Unlock()
+	s.send(message{Op: "started", ID: m.ID})
+}
+
+// lookPath finds name in the container whose root is root, as a shell would: a name with a
+// slash as it is, else the first executable file of PATH's directories (the container's PATH,
+// else the usual one). It returns the path inside the container.
+func lookPath(root, name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(filepath.Join(root, p)); err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec: %q: executable file not found in $PATH", name)
 }
 
 func readAll(f *os.File) ([]byte, error) {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -20,6 +19,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/logs"
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/fakekubelet/shell"
 	"github.com/restartbed/restartbed/fakekubelet/vfs"
 )
 
@@ -294,5 +294,19 @@ func (r *Runtime) removeHostSandbox(uid types.UID) {
 	}
 }
 
-// errExecIntoBinary: restartbed's shell cannot run inside a host binary's container.
-var errExecIntoBinary = errors.New("exec into a container that runs a host binary is not supported")
+// execBinary runs argv in a running host binary's container, through its sandbox, with the
+// container's environment and working directory. A TTY is not emulated: the streams are pipes.
+func (r *Runtime) execBinary(ctx context.Context, uid types.UID, id string, argv []string, env shell.Env, s Streams) (int, error) {
+	var box *hostproc.Sandbox
+	if r.opts.Host != nil {
+		box = r.opts.Host.Lookup(string(uid))
+	}
+	if box == nil {
+		return 0, fmt.Errorf("container %s has no sandbox: %w", id, ErrNotRunning)
+	}
+	stderr := s.Stderr
+	if s.TTY {
+		stderr = s.Stdout
+	}
+	return box.Exec(ctx, hostproc.ExecSpec{Container: id, Argv: argv, Env: env.Vars, Dir: env.Dir, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: stderr})
+}

@@ -696,15 +696,16 @@ type Streams struct {
 func (r *Runtime) ExecStream(ctx context.Context, uid types.UID, name string, argv []string, s Streams) (int, error) {
 	r.mu.Lock()
 	in, err := r.running(uid, name)
-	if err == nil && in.binary {
-		err = errExecIntoBinary
-	}
 	if err != nil {
 		r.mu.Unlock()
 		return 0, err
 	}
 	env := in.env
+	binary, id := in.binary, in.status.ID
 	r.mu.Unlock()
+	if binary {
+		return r.execBinary(ctx, uid, id, argv, env, s)
+	}
 	env.Stdin, env.Stdout, env.Stderr, env.TTY = s.Stdin, s.Stdout, s.Stderr, s.TTY
 	if s.TTY {
 		env.Stderr = s.Stdout
