@@ -6,10 +6,11 @@
 // of its own, an overlay of the host's root filesystem with the pod's files bind-mounted at their
 // mount paths, and its output goes to the container's log.
 //
-// restartbed reaches into a sandbox only through the helper: it dials the pod's ports through it
+// restartbed reaches into a sandbox through the helper: it dials the pod's ports through it
 // (probes, port-forward, other pods), and accepts, on listeners the helper opened inside, the
-// connections the process makes to the apiserver's Service address, which it forwards to the
-// apiserver. Nothing else leaves the sandbox: other pods' addresses are not routed from it.
+// connections the process makes to the apiserver's Service address (forwarded to the
+// apiserver), DNS queries to the cluster DNS address, and every other TCP connection, which a nat
+// rule in the sandbox redirects to it (outbound.go) and it dials on the pod network.
 //
 // The package owns the namespaces and processes and nothing else: what a container runs, its
 // environment and its files are the runtime's to say (package runtime). It does not enforce

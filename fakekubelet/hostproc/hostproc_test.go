@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/restartbed/restartbed/fakekubelet/network"
+	"github.com/restartbed/restartbed/fakekubelet/network/networktest"
 	"github.com/restartbed/restartbed/internal/procfs"
 )
 
@@ -50,6 +52,17 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	case "apiserver":
+		c, err := net.Dial("tcp", os.Args[1])
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		fmt.Print(line)
+	case "outbound":
+		// Resolves a name through /etc/resolv.conf, then reads a line from os.Args[1].
+		addrs, err := net.LookupHost(os.Args[2])
+		fmt.Printf("%s -> %v %v\n", os.Args[2], addrs, err)
 		c, err := net.Dial("tcp", os.Args[1])
 		if err != nil {
 			fmt.Println(err)
@@ -373,4 +386,61 @@ func TestExecRunsInTheContainer(t *testing.T) {
 	}
 	_ = p.Signal(syscall.SIGKILL)
 	p.ExitCode()
+}
+
+// A process reaches other addresses through restartbed (the pod network's Dial) and resolves
+// names with the cluster DNS server's answers.
+func TestOutboundConnectionsAndDNS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, "a pod answers")
+			_ = c.Close()
+		}
+	}()
+	var dialed syncBuffer
+	h := hostForTest(t, "")
+	dns := networktest.New(t, network.Options{DNS: netip.MustParseAddr("10.96.0.10")})
+	sb, err := h.Sandbox("pod", SandboxSpec{Hostname: "p", IP: netip.MustParseAddr("10.244.0.9"),
+		Dial: func(ctx context.Context, address string) (net.Conn, error) {
+			fmt.Fprint(&dialed, address)
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ln.Addr().String())
+		},
+		DNS: netip.MustParseAddr("10.96.0.10"), AnswerDNS: dns.AnswerDNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(sb.FilesDir(), "names"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	resolv := "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
+	if err := os.WriteFile(filepath.Join(sb.FilesDir(), "names", "resolv.conf"), []byte(resolv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	var out syncBuffer
+	p, err := sb.Start(context.Background(), ProcessSpec{ID: "c", Binary: self, Argv: []string{"outbound", "10.64.3.2:8080", "10-64-1-2.default.pod"},
+		Env: []string{roleEnv + "=outbound", "GODEBUG=netdns=go"}, Mounts: []Mount{{Source: "names/resolv.conf", Target: "/etc/resolv.conf"}},
+		Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := p.ExitCode(); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	if want := "10-64-1-2.default.pod -> [10.64.1.2] <nil>\na pod answers\n"; out.String() != want {
+		t.Errorf("output %q, want %q", out.String(), want)
+	}
+	if dialed.String() != "10.64.3.2:8080" {
+		t.Errorf("restartbed dialed %q, want the address the process connected to", dialed.String())
+	}
 }

@@ -30,6 +30,8 @@ type helperConfig struct {
 	// Base is the directory the helper mounts its tmpfs on.
 	Base   string         `json:"base"`
 	Listen []helperListen `json:"listen"`
+	// DefaultRoute routes every other address through lo, for the redirect (outbound.go).
+	DefaultRoute bool `json:"defaultRoute,omitempty"`
 }
 
 type helperListen struct {

@@ -28,7 +28,18 @@ type SandboxSpec struct {
 	// Service's cluster IP and port that KUBERNETES_SERVICE_HOST and _PORT name; the zero value:
 	// none.
 	APIServer netip.AddrPort
+	// Dial reaches any other address the process connects to over TCP (other pods, Services):
+	// the sandbox routes them to restartbed, which dials them on the pod network with Dial. A
+	// connection Dial cannot make is closed once accepted. Nil: nothing else is reachable.
+	Dial func(ctx context.Context, address string) (net.Conn, error)
+	// DNS is the cluster DNS server's address, on the sandbox's loopback interface, where
+	// AnswerDNS answers queries (UDP and TCP, port 53) in wire format. Either zero: no DNS.
+	DNS       netip.Addr
+	AnswerDNS func(query []byte) ([]byte, error)
 }
+
+// redirectPort is where, on the sandbox's 127.0.0.1, connections to other addresses arrive.
+const redirectPort = 15001
 
 // Mount is a file or directory of the sandbox's files at a path of the container.
 type Mount struct {
@@ -53,9 +64,11 @@ type Sandbox struct {
 	seq     uint64
 	waiting map[string]chan reply
 	procs   map[string]*Process
-	// exited is closed when the helper has ended; listeners are the ones it handed over.
+	// exited is closed when the helper has ended; listeners are the ones it handed over, closers
+	// the rest of what it handed over.
 	exited    chan struct{}
 	listeners []net.Listener
+	closers   []io.Closer
 }
 
 type reply struct {
@@ -74,6 +87,15 @@ func (h *Host) start(spec SandboxSpec) (*Sandbox, error) {
 	if spec.APIServer.IsValid() {
 		cfg.Addrs = append(cfg.Addrs, spec.APIServer.Addr().String())
 		cfg.Listen = append(cfg.Listen, helperListen{Network: "tcp", Address: spec.APIServer.String()})
+	}
+	if spec.Dial != nil {
+		cfg.DefaultRoute = true
+		cfg.Listen = append(cfg.Listen, helperListen{Network: "tcp", Address: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), redirectPort).String()})
+	}
+	if spec.DNS.IsValid() && spec.AnswerDNS != nil {
+		addr := netip.AddrPortFrom(spec.DNS, 53).String()
+		cfg.Addrs = append(cfg.Addrs, spec.DNS.String())
+		cfg.Listen = append(cfg.Listen, helperListen{Network: "udp", Address: addr}, helperListen{Network: "tcp", Address: addr})
 	}
 	arg, err := json.Marshal(cfg)
 	if err != nil {
@@ -122,20 +144,62 @@ func (h *Host) start(spec SandboxSpec) (*Sandbox, error) {
 		s.Close()
 		return nil, fmt.Errorf("hostproc: setting up the sandbox of %s: %w%s", spec.Hostname, err, s.helperSaid())
 	}
-	for _, f := range first.files {
-		ln, err := net.FileListener(f)
-		_ = f.Close()
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("hostproc: the sandbox's listener: %w", err)
-		}
-		s.listeners = append(s.listeners, ln)
+	if err := s.serveListeners(cfg.Listen, first.files); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("hostproc: the sandbox's listeners: %w", err)
 	}
-	if spec.APIServer.IsValid() {
-		go forward(s.listeners[0], h.opts.APIServer)
+	if spec.Dial != nil {
+		if err := redirect(s.cmd.Process.Pid, redirectPort); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("hostproc: routing the sandbox's connections to restartbed: %w", err)
+		}
 	}
 	go s.read()
 	return s, nil
+}
+
+// serveListeners serves what the helper's listeners accept, in the order start asked for them:
+// the apiserver's address, the redirected connections, the DNS server's UDP and TCP ports.
+func (s *Sandbox) serveListeners(asked []helperListen, files []*os.File) error {
+	defer closeFiles(files)
+	next := 0
+	take := func() (net.Listener, error) {
+		ln, err := net.FileListener(files[next])
+		next++
+		if err == nil {
+			s.listeners = append(s.listeners, ln)
+		}
+		return ln, err
+	}
+	if s.spec.APIServer.IsValid() {
+		ln, err := take()
+		if err != nil {
+			return err
+		}
+		go forward(ln, s.host.opts.APIServer)
+	}
+	if s.spec.Dial != nil {
+		ln, err := take()
+		if err != nil {
+			return err
+		}
+		go s.serveRedirected(ln)
+	}
+	if next < len(asked) { // DNS: UDP, then TCP
+		pc, err := net.FilePacketConn(files[next])
+		next++
+		if err != nil {
+			return err
+		}
+		s.closers = append(s.closers, pc)
+		go serveDNSPackets(pc, s.spec.AnswerDNS)
+		ln, err := take()
+		if err != nil {
+			return err
+		}
+		go serveDNSStreams(ln, s.spec.AnswerDNS)
+	}
+	return nil
 }
 
 func (s *Sandbox) helperSaid() string {
@@ -332,6 +396,9 @@ func (s *Sandbox) Close() {
 	<-s.exited
 	for _, ln := range s.listeners {
 		_ = ln.Close()
+	}
+	for _, c := range s.closers {
+		_ = c.Close()
 	}
 }
 

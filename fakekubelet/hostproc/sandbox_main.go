@@ -44,6 +44,9 @@ type config struct {
 	Addrs    []string `json:"addrs"`
 	Base     string   `json:"base"`
 	Listen   []listen `json:"listen"`
+	// DefaultRoute routes every other address through lo, where restartbed's nat rule redirects
+	// the connections to one of its listeners.
+	DefaultRoute bool `json:"defaultRoute,omitempty"`
 }
 
 type listen struct {
@@ -151,6 +154,11 @@ func (s *sandbox) setup() ([]*os.File, error) {
 	if err := loopback(s.cfg.Addrs); err != nil {
 		return nil, err
 	}
+	if s.cfg.DefaultRoute {
+		if err := defaultRoute(); err != nil {
+			return nil, err
+		}
+	}
 	if err := syscall.Sethostname([]byte(s.cfg.Hostname)); err != nil {
 		return nil, fmt.Errorf("setting the hostname: %w", err)
 	}
@@ -228,6 +236,35 @@ func loopback(addrs []string) error {
 		if err := ioctl(fd, syscall.SIOCSIFNETMASK, unsafe.Pointer(&req)); err != nil {
 			return fmt.Errorf("setting the netmask of %s: %w", a, err)
 		}
+	}
+	return nil
+}
+
+// defaultRoute adds 0.0.0.0/0 dev lo (SIOCADDRT: struct rtentry).
+func defaultRoute() error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("adding the default route: %w", err)
+	}
+	defer syscall.Close(fd)
+	dev := []byte("lo\x00")
+	var rt struct {
+		pad1                  uintptr
+		dst, gateway, genmask syscall.RawSockaddrInet4
+		flags                 uint16
+		pad2                  int16
+		pad3                  uintptr
+		pad4                  unsafe.Pointer
+		metric                int16
+		dev                   *byte
+		mtu, window           uintptr
+		irtt                  uint16
+	}
+	rt.dst.Family, rt.genmask.Family, rt.gateway.Family = syscall.AF_INET, syscall.AF_INET, syscall.AF_INET
+	rt.flags = syscall.RTF_UP
+	rt.dev = &dev[0]
+	if err := ioctl(fd, syscall.SIOCADDRT, unsafe.Pointer(&rt)); err != nil {
+		return fmt.Errorf("adding the default route: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"path"
@@ -87,8 +88,20 @@ func (r *Runtime) hostSandbox(ctx context.Context, pod *corev1.Pod, in *instance
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod %s/%s has no IP", pod.Namespace, pod.Name)
 	}
-	box, err := r.opts.Host.Sandbox(string(pod.UID), hostproc.SandboxSpec{Hostname: sb.hostname, IP: ip,
-		APIServer: apiServerAddress(in.env.Vars)})
+	spec := hostproc.SandboxSpec{Hostname: sb.hostname, IP: ip, APIServer: apiServerAddress(in.env.Vars)}
+	if r.opts.Network != nil {
+		spec.Dial = func(ctx context.Context, address string) (net.Conn, error) {
+			r.mu.Lock()
+			iface := sb.iface
+			r.mu.Unlock()
+			if iface == nil {
+				return nil, fmt.Errorf("pod %s/%s is off the network", pod.Namespace, pod.Name)
+			}
+			return iface.Dial(ctx, address)
+		}
+		spec.DNS, spec.AnswerDNS = r.opts.Network.DNS(), r.opts.Network.AnswerDNS
+	}
+	box, err := r.opts.Host.Sandbox(string(pod.UID), spec)
 	if err != nil {
 		return nil, nil, err
 	}
