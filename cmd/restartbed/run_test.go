@@ -76,15 +76,7 @@ func TestRunRefusesMalformedScenarios(t *testing.T) {
 // FILE:LINE, and nothing starts.
 func TestRunRefusesHostBinariesWithoutOptIn(t *testing.T) {
 	mark := markingControlPlane(t)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "agent"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, "s.yaml")
-	body := "apiVersion: restartbed.dev/v1alpha1\nkind: Scenario\nmetadata: {name: agent}\nspec:\n  programs:\n  - container: agent\n    binary: agent\n"
-	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := hostBinaryScenario(t)
 	var out, errOut bytes.Buffer
 	err := runScenarios(context.Background(), &out, &errOut, []string{file}, runFlags{parallel: 1})
 	var exit exitError
@@ -98,6 +90,21 @@ func TestRunRefusesHostBinariesWithoutOptIn(t *testing.T) {
 	if _, err := os.Stat(mark); err == nil {
 		t.Fatal("a control-plane binary ran")
 	}
+}
+
+// hostBinaryScenario writes a scenario whose program runs dir/agent, an executable, at line 7.
+func hostBinaryScenario(t *testing.T) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agent"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file = filepath.Join(dir, "s.yaml")
+	body := "apiVersion: restartbed.dev/v1alpha1\nkind: Scenario\nmetadata: {name: agent}\nspec:\n  programs:\n  - container: agent\n    binary: agent\n"
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file
 }
 
 // --kubernetes-version is checked for every scenario, with the scenario's own gates, before

@@ -51,15 +51,7 @@ func TestUpReplacesOnlyItsOwnKubeconfig(t *testing.T) {
 // FILE:LINE, nothing started), and takes it with the flag.
 func TestUpRefusesHostBinariesWithoutOptIn(t *testing.T) {
 	mark := markingControlPlane(t)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "agent"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, "s.yaml")
-	body := "apiVersion: restartbed.dev/v1alpha1\nkind: Scenario\nmetadata: {name: agent}\nspec:\n  programs:\n  - container: agent\n    binary: agent\n"
-	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := hostBinaryScenario(t)
 	f := upFlags{featureGates: map[string]bool{}, from: file, kubeconfig: filepath.Join(dir, "kubeconfig"), set: func(string) bool { return false }}
 	var out, progress bytes.Buffer
 	err := runUp(context.Background(), &out, &progress, f)

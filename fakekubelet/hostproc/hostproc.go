@@ -20,20 +20,33 @@
 package hostproc
 
 import (
+	"bytes"
 	_ "embed"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 )
 
-// HelperSource is the sandbox helper's source, a main package of the standard library only, for
-// whoever builds it (envtest builds it into the user cache, as it builds the control plane).
-//
-//go:embed sandbox_main.go
-var HelperSource []byte
+// HelperSource is the sandbox helper's source, one file of a main package that needs only the
+// standard library, for whoever builds it (envtest builds it into the user cache, as it builds
+// the control plane): sandbox_main.go with the protocol's types (protocol.go) appended.
+var HelperSource = helperSource()
+
+var (
+	//go:embed sandbox_main.go
+	helperMain []byte
+	//go:embed protocol.go
+	protocolSource []byte
+)
+
+func helperSource() []byte {
+	_, body, _ := bytes.Cut(protocolSource, []byte("package hostproc\n"))
+	return slices.Concat(helperMain, []byte("\n// protocol.go\n"), body)
+}
 
 // HelperName is the helper's name, in the cache and in process lists.
 const HelperName = "sandbox"

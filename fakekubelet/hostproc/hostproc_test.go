@@ -170,6 +170,39 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// lineServer answers every connection with line, on a loopback port of the host.
+func lineServer(t *testing.T, line string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, line)
+			_ = c.Close()
+		}
+	}()
+	return ln
+}
+
+// writeFile writes one of the pod's files into the sandbox, as the runtime does.
+func writeFile(t *testing.T, sb *Sandbox, rel, content string) {
+	t.Helper()
+	name := filepath.Join(sb.FilesDir(), rel)
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -191,13 +224,7 @@ func TestProcessSeesItsContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The runtime writes the pod's files through FilesDir; they appear at the mount path.
-	sa := filepath.Join(sb.FilesDir(), "volumes", "sa")
-	if err := os.MkdirAll(sa, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(sa, "namespace"), []byte("team-a"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, sb, "volumes/sa/namespace", "team-a")
 	self, _ := os.Executable()
 	var stdout, stderr syncBuffer
 	p, err := sb.Start(context.Background(), ProcessSpec{ID: "c1", Binary: self, Argv: []string{"report", "first-arg"},
@@ -280,21 +307,7 @@ func TestPodsListenOnTheSamePort(t *testing.T) {
 }
 
 func TestTheAPIServerAddressReachesTheAPIServer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(c, "apiserver here")
-			_ = c.Close()
-		}
-	}()
+	ln := lineServer(t, "apiserver here")
 	h := hostForTest(t, ln.Addr().String())
 	sb, err := h.Sandbox("pod", SandboxSpec{Hostname: "p", IP: netip.MustParseAddr("10.244.0.7"),
 		APIServer: netip.MustParseAddrPort("10.0.0.1:443")})
@@ -353,13 +366,7 @@ func TestExecRunsInTheContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(sb.FilesDir(), "volumes", "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(data, "ready"), []byte("yes"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, sb, "volumes/data/ready", "yes")
 	self, _ := os.Executable()
 	var out syncBuffer
 	p, err := sb.Start(context.Background(), ProcessSpec{ID: "agent", Binary: self, Argv: []string{"serve"},
@@ -391,21 +398,7 @@ func TestExecRunsInTheContainer(t *testing.T) {
 // A process reaches other addresses through restartbed (the pod network's Dial) and resolves
 // names with the cluster DNS server's answers.
 func TestOutboundConnectionsAndDNS(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(c, "a pod answers")
-			_ = c.Close()
-		}
-	}()
+	ln := lineServer(t, "a pod answers")
 	var dialed syncBuffer
 	h := hostForTest(t, "")
 	dns := networktest.New(t, network.Options{DNS: netip.MustParseAddr("10.96.0.10")})
@@ -419,13 +412,7 @@ func TestOutboundConnectionsAndDNS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(sb.FilesDir(), "names"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	resolv := "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
-	if err := os.WriteFile(filepath.Join(sb.FilesDir(), "names", "resolv.conf"), []byte(resolv), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, sb, "names/resolv.conf", "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n")
 	self, _ := os.Executable()
 	var out syncBuffer
 	p, err := sb.Start(context.Background(), ProcessSpec{ID: "c", Binary: self, Argv: []string{"outbound", "10.64.3.2:8080", "10-64-1-2.default.pod"},

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -53,29 +52,13 @@ func redirect(pid int, port uint16) error {
 	return c.Flush()
 }
 
-// serveRedirected dials where each redirected connection was going and relays it.
-func (s *Sandbox) serveRedirected(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			dst, err := originalDestination(c)
-			if err != nil {
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			up, err := s.spec.Dial(ctx, dst.String())
-			cancel()
-			if err != nil {
-				return // the process sees its connection closed
-			}
-			defer up.Close()
-			Splice(c, up)
-		}()
+// dialRedirected dials, on the pod network, where a redirected connection was going.
+func (s *Sandbox) dialRedirected(ctx context.Context, c net.Conn) (net.Conn, error) {
+	dst, err := originalDestination(c)
+	if err != nil {
+		return nil, err
 	}
+	return s.spec.Dial(ctx, dst.String())
 }
 
 // originalDestination is where a redirected connection was going (SO_ORIGINAL_DST).
@@ -117,31 +100,24 @@ func serveDNSPackets(pc net.PacketConn, answer func([]byte) ([]byte, error)) {
 
 // serveDNSStreams answers DNS queries over TCP, each message after its two-byte length.
 func serveDNSStreams(ln net.Listener, answer func([]byte) ([]byte, error)) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			for {
-				var size [2]byte
-				if _, err := io.ReadFull(c, size[:]); err != nil {
-					return
-				}
-				query := make([]byte, binary.BigEndian.Uint16(size[:]))
-				if _, err := io.ReadFull(c, query); err != nil {
-					return
-				}
-				resp, err := answer(query)
-				if err != nil {
-					return
-				}
-				out := binary.BigEndian.AppendUint16(nil, uint16(len(resp)))
-				if _, err := c.Write(append(out, resp...)); err != nil {
-					return
-				}
+	serveEach(ln, func(c net.Conn) {
+		for {
+			var size [2]byte
+			if _, err := io.ReadFull(c, size[:]); err != nil {
+				return
 			}
-		}()
-	}
+			query := make([]byte, binary.BigEndian.Uint16(size[:]))
+			if _, err := io.ReadFull(c, query); err != nil {
+				return
+			}
+			resp, err := answer(query)
+			if err != nil {
+				return
+			}
+			out := binary.BigEndian.AppendUint16(nil, uint16(len(resp)))
+			if _, err := c.Write(append(out, resp...)); err != nil {
+				return
+			}
+		}
+	})
 }

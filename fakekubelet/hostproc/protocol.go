@@ -1,5 +1,8 @@
 package hostproc
 
+// This file must import nothing and hold only the protocol's types and constants: HelperSource
+// appends it to the helper's source (sandbox_main.go), which uses the same definitions.
+
 // The messages between restartbed and a sandbox's helper (sandbox_main.go, which must match):
 // JSON, one per SOCK_SEQPACKET packet, file descriptors as SCM_RIGHTS.
 //
@@ -67,4 +70,13 @@ type execSpec struct {
 	Argv      []string `json:"argv"`
 	Env       []string `json:"env"`
 	Dir       string   `json:"dir"`
+}
+
+// Mount is a file or directory of the sandbox's files at a path of the container.
+type Mount struct {
+	// Source is relative to the sandbox's files directory (Sandbox.FilesDir); in the helper's
+	// initSpec, the path in the sandbox.
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
 }

@@ -41,14 +41,6 @@ type SandboxSpec struct {
 // redirectPort is where, on the sandbox's 127.0.0.1, connections to other addresses arrive.
 const redirectPort = 15001
 
-// Mount is a file or directory of the sandbox's files at a path of the container.
-type Mount struct {
-	// Source is relative to the sandbox's files directory (Sandbox.FilesDir).
-	Source   string `json:"source"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"readOnly,omitempty"`
-}
-
 // Sandbox is one pod's namespaces, held by its helper process.
 type Sandbox struct {
 	host *Host
@@ -176,14 +168,17 @@ func (s *Sandbox) serveListeners(asked []helperListen, files []*os.File) error {
 		if err != nil {
 			return err
 		}
-		go forward(ln, s.host.opts.APIServer)
+		go relay(ln, func(ctx context.Context, _ net.Conn) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", s.host.opts.APIServer)
+		})
 	}
 	if s.spec.Dial != nil {
 		ln, err := take()
 		if err != nil {
 			return err
 		}
-		go s.serveRedirected(ln)
+		go relay(ln, s.dialRedirected)
 	}
 	if next < len(asked) { // DNS: UDP, then TCP
 		pc, err := net.FilePacketConn(files[next])
@@ -427,8 +422,24 @@ func closeFiles(files []*os.File) {
 	}
 }
 
-// forward relays every connection ln accepts to address.
-func forward(ln net.Listener, address string) {
+// relay accepts connections on ln and splices each with the connection dial makes for it; a
+// connection dial cannot make is closed.
+func relay(ln net.Listener, dial func(ctx context.Context, c net.Conn) (net.Conn, error)) {
+	serveEach(ln, func(c net.Conn) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		up, err := dial(ctx, c)
+		cancel()
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		Splice(c, up)
+	})
+}
+
+// serveEach handles each connection ln accepts in a goroutine of its own, and closes it after,
+// until ln is closed.
+func serveEach(ln net.Listener, handle func(net.Conn)) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -436,12 +447,7 @@ func forward(ln net.Listener, address string) {
 		}
 		go func() {
 			defer c.Close()
-			up, err := net.DialTimeout("tcp", address, 10*time.Second)
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			Splice(c, up)
+			handle(c)
 		}()
 	}
 }

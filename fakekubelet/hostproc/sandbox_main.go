@@ -20,7 +20,8 @@
 // every process, as a PID 1 must, and reports each container's exit.
 //
 // The messages are JSON, one per SOCK_SEQPACKET packet, file descriptors as SCM_RIGHTS; their
-// form is hostproc's protocol.go, which this file must match.
+// types are hostproc's protocol.go, which is appended to this file when it is built
+// (HelperSource), so both sides share one definition.
 package main
 
 import (
@@ -39,54 +40,6 @@ import (
 	"unsafe"
 )
 
-type config struct {
-	Hostname string   `json:"hostname"`
-	Addrs    []string `json:"addrs"`
-	Base     string   `json:"base"`
-	Listen   []listen `json:"listen"`
-	// DefaultRoute routes every other address through lo, where restartbed's nat rule redirects
-	// the connections to one of its listeners.
-	DefaultRoute bool `json:"defaultRoute,omitempty"`
-}
-
-type listen struct {
-	Network string `json:"network"`
-	Address string `json:"address"`
-}
-
-type message struct {
-	Op     string    `json:"op"`
-	ID     string    `json:"id,omitempty"`
-	Init   *initSpec `json:"init,omitempty"`
-	Exec   *execSpec `json:"exec,omitempty"`
-	Signal int       `json:"signal,omitempty"`
-	Port   int       `json:"port,omitempty"`
-	Code   int       `json:"code,omitempty"`
-	Error  string    `json:"error,omitempty"`
-}
-
-type initSpec struct {
-	Root   string   `json:"root"`
-	Binary string   `json:"binary"`
-	Argv   []string `json:"argv"`
-	Env    []string `json:"env"`
-	Dir    string   `json:"dir"`
-	Mounts []mount  `json:"mounts"`
-}
-
-type execSpec struct {
-	Container string   `json:"container"`
-	Argv      []string `json:"argv"`
-	Env       []string `json:"env"`
-	Dir       string   `json:"dir"`
-}
-
-type mount struct {
-	Source   string `json:"source"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"readOnly,omitempty"`
-}
-
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == "init" {
 		initContainer(os.Args[2])
@@ -96,7 +49,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "restartbed-sandbox: started by restartbed only")
 		os.Exit(2)
 	}
-	var cfg config
+	var cfg helperConfig
 	if err := json.Unmarshal([]byte(os.Args[1]), &cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "restartbed-sandbox: configuration: %v\n", err)
 		os.Exit(2)
@@ -110,10 +63,10 @@ func main() {
 		early: map[int]int{}, failed: map[int]bool{}}
 	files, err := s.setup()
 	if err != nil {
-		s.send(message{Op: "failed", Error: err.Error()})
+		s.send(message{Op: opFailed, Error: err.Error()})
 		os.Exit(1)
 	}
-	s.send(message{Op: "ready"}, files...)
+	s.send(message{Op: opReady}, files...)
 	for _, f := range files {
 		_ = f.Close()
 	}
@@ -122,7 +75,7 @@ func main() {
 }
 
 type sandbox struct {
-	cfg    config
+	cfg    helperConfig
 	ctl    *net.UnixConn
 	sendMu sync.Mutex
 
@@ -176,7 +129,7 @@ func (s *sandbox) setup() ([]*os.File, error) {
 // proc is where the sandbox's own /proc is mounted.
 func (s *sandbox) proc() string { return filepath.Join(s.cfg.Base, "proc") }
 
-func listenFile(l listen) (*os.File, error) {
+func listenFile(l helperListen) (*os.File, error) {
 	switch l.Network {
 	case "tcp":
 		ln, err := net.Listen("tcp", l.Address)
@@ -309,14 +262,14 @@ func (s *sandbox) serve() {
 			continue
 		}
 		switch m.Op {
-		case "start":
+		case opStart:
 			go s.start(m, files)
-		case "exec":
+		case opExec:
 			go s.exec(m, files)
-		case "signal":
+		case opSignal:
 			closeAll(files)
 			s.signal(m.ID, syscall.Signal(m.Signal))
-		case "dial":
+		case opDial:
 			closeAll(files)
 			go s.dial(m)
 		default:
@@ -354,18 +307,18 @@ func closeAll(files []*os.File) {
 func (s *sandbox) start(m message, files []*os.File) {
 	defer closeAll(files)
 	if m.Init == nil || len(files) != 2 {
-		s.send(message{Op: "failed", ID: m.ID, Error: "a start needs a container and two log descriptors"})
+		s.send(message{Op: opFailed, ID: m.ID, Error: "a start needs a container and two log descriptors"})
 		return
 	}
 	spec, _ := json.Marshal(m.Init)
 	r, w, err := os.Pipe()
 	if err != nil {
-		s.send(message{Op: "failed", ID: m.ID, Error: err.Error()})
+		s.send(message{Op: opFailed, ID: m.ID, Error: err.Error()})
 		return
 	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
-		s.send(message{Op: "failed", ID: m.ID, Error: err.Error()})
+		s.send(message{Op: opFailed, ID: m.ID, Error: err.Error()})
 		return
 	}
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{"restartbed-sandbox", "init", string(spec)}, &syscall.ProcAttr{
@@ -376,7 +329,7 @@ func (s *sandbox) start(m message, files []*os.File) {
 	_ = w.Close()
 	if err != nil {
 		_ = r.Close()
-		s.send(message{Op: "failed", ID: m.ID, Error: err.Error()})
+		s.send(message{Op: opFailed, ID: m.ID, Error: err.Error()})
 		return
 	}
 	why, _ := readAll(r)
@@ -389,14 +342,14 @@ func (s *sandbox) start(m message, files []*os.File) {
 			s.failed[pid] = true
 		}
 		s.mu.Unlock()
-		s.send(message{Op: "failed", ID: m.ID, Error: string(why)})
+		s.send(message{Op: opFailed, ID: m.ID, Error: string(why)})
 		return
 	}
 	s.procs[pid], s.byID[m.ID] = m.ID, pid
 	code, exited := s.early[pid]
 	delete(s.early, pid)
 	s.mu.Unlock()
-	s.send(message{Op: "started", ID: m.ID})
+	s.send(message{Op: opStarted, ID: m.ID})
 	if exited {
 		s.exited(pid, code)
 	}
@@ -408,20 +361,20 @@ func (s *sandbox) start(m message, files []*os.File) {
 func (s *sandbox) exec(m message, files []*os.File) {
 	defer closeAll(files)
 	if m.Exec == nil || len(files) != 3 || len(m.Exec.Argv) == 0 {
-		s.send(message{Op: "failed", ID: m.ID, Error: "an exec needs a container, a command and three descriptors"})
+		s.send(message{Op: opFailed, ID: m.ID, Error: "an exec needs a container, a command and three descriptors"})
 		return
 	}
 	s.mu.Lock()
 	target, running := s.byID[m.Exec.Container]
 	s.mu.Unlock()
 	if !running {
-		s.send(message{Op: "failed", ID: m.ID, Error: "container is not running"})
+		s.send(message{Op: opFailed, ID: m.ID, Error: "container is not running"})
 		return
 	}
 	root := filepath.Join(s.proc(), strconv.Itoa(target), "root")
 	path, err := lookPath(root, m.Exec.Argv[0], m.Exec.Env)
 	if err != nil {
-		s.send(message{Op: "failed", ID: m.ID, Error: err.Error()})
+		s.send(message{Op: opFailed, ID: m.ID, Error: err.Error()})
 		return
 	}
 	dir := m.Exec.Dir
@@ -434,12 +387,12 @@ func (s *sandbox) exec(m message, files []*os.File) {
 		Sys:   &syscall.SysProcAttr{Chroot: root, Setsid: true, Pdeathsig: syscall.SIGKILL}})
 	if err != nil {
 		s.mu.Unlock()
-		s.send(message{Op: "failed", ID: m.ID, Error: fmt.Sprintf("exec %q: %v", m.Exec.Argv[0], err)})
+		s.send(message{Op: opFailed, ID: m.ID, Error: fmt.Sprintf("exec %q: %v", m.Exec.Argv[0], err)})
 		return
 	}
 	s.procs[pid], s.byID[m.ID] = m.ID, pid
 	s.mu.Unlock()
-	s.send(message{Op: "started", ID: m.ID})
+	s.send(message{Op: opStarted, ID: m.ID})
 }
 
 // lookPath finds name in the container whose root is root, as a shell would: a name with a
@@ -492,17 +445,17 @@ func (s *sandbox) dial(m message) {
 		if errors.As(err, &errno) {
 			err = errno
 		}
-		s.send(message{Op: "dialed", ID: m.ID, Error: err.Error()})
+		s.send(message{Op: opDialed, ID: m.ID, Error: err.Error()})
 		return
 	}
 	defer c.Close()
 	f, err := c.(*net.TCPConn).File()
 	if err != nil {
-		s.send(message{Op: "dialed", ID: m.ID, Error: err.Error()})
+		s.send(message{Op: opDialed, ID: m.ID, Error: err.Error()})
 		return
 	}
 	defer f.Close()
-	s.send(message{Op: "dialed", ID: m.ID}, f)
+	s.send(message{Op: opDialed, ID: m.ID}, f)
 }
 
 // reap waits for every child, as the PID 1 of the namespace must, and reports the containers'.
@@ -547,7 +500,7 @@ func (s *sandbox) exited(pid, code int) {
 	delete(s.procs, pid)
 	delete(s.byID, id)
 	s.mu.Unlock()
-	s.send(message{Op: "exited", ID: id, Code: code})
+	s.send(message{Op: opExited, ID: id, Code: code})
 }
 
 // initContainer runs in the container's own mount namespace: it builds the container's root,
