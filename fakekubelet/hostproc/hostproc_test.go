@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,9 +72,16 @@ func TestMain(m *testing.M) {
 		line, _ := bufio.NewReader(c).ReadString('\n')
 		fmt.Print(line)
 	case "parent":
-		// A restartbed stand-in that the test kills: it starts a sandbox with a process, says
-		// their PIDs, and waits.
+		// A restartbed stand-in that the test ends: it starts a sandbox with a process, says the
+		// helper's PID, and on SIGINT or SIGTERM, or when its stdin ends, closes the host and
+		// exits, as restartbed does (SIGKILL leaves it no say).
 		h := newTestHost(nil, os.Args[1], os.Args[2])
+		signals := make(chan os.Signal, 1)
+		signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			signals <- nil
+		}()
 		sb, err := h.Sandbox("p", SandboxSpec{Hostname: "orphan", IP: netip.MustParseAddr("10.244.9.9")})
 		if err != nil {
 			fmt.Println(err)
@@ -88,7 +96,9 @@ func TestMain(m *testing.M) {
 		}
 		waitUntil(nil, "the server to serve", func() bool { return strings.Contains(out.String(), "serving") })
 		fmt.Println("helper", sb.cmd.Process.Pid)
-		select {}
+		<-signals
+		h.Close()
+		os.Exit(0)
 	}
 }
 
@@ -326,36 +336,80 @@ func TestTheAPIServerAddressReachesTheAPIServer(t *testing.T) {
 	}
 }
 
-// A restartbed killed with SIGKILL leaves no process behind: the helper dies with it and takes
-// the PID namespace's processes along.
-func TestNothingOutlivesAKilledParent(t *testing.T) {
+// However restartbed ends — normally, on SIGINT, on SIGTERM, killed with SIGKILL — no process of
+// a sandbox, and none of its namespaces, outlives it: the helper dies with it and takes the PID
+// namespace's processes along, and the namespaces and mounts go with the last of them.
+func TestNothingOutlivesRestartbed(t *testing.T) {
 	skipUnlessHostBinaries(t)
 	path, err := helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	self, _ := os.Executable()
-	cmd := exec.Command(self, path, t.TempDir())
-	cmd.Env = append(os.Environ(), roleEnv+"=parent")
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	for _, ending := range []string{"normal", "SIGINT", "SIGTERM", "SIGKILL"} {
+		t.Run(ending, func(t *testing.T) {
+			base := t.TempDir()
+			cmd := exec.Command(self, path, base)
+			cmd.Env = append(os.Environ(), roleEnv+"=parent")
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, _ := bufio.NewReader(stdout).ReadString('\n')
+			pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "helper ")))
+			if err != nil {
+				_ = cmd.Process.Kill()
+				t.Fatalf("the parent said %q", line)
+			}
+			children := procfs.Children(pid)
+			if len(children) == 0 {
+				t.Fatalf("the helper %d has no child", pid)
+			}
+			var namespaces []string
+			for _, ns := range []string{"mnt", "net", "pid"} {
+				link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
+				if err != nil {
+					t.Fatal(err)
+				}
+				namespaces = append(namespaces, link)
+			}
+			switch ending {
+			case "normal":
+				_ = stdin.Close()
+			case "SIGINT":
+				_ = cmd.Process.Signal(syscall.SIGINT)
+			case "SIGTERM":
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			case "SIGKILL":
+				_ = cmd.Process.Kill()
+			}
+			_ = cmd.Wait()
+			for _, p := range append(children, pid) {
+				waitUntil(t, fmt.Sprintf("process %d to end", p), func() bool { return !procfs.Alive(p) })
+			}
+			waitUntil(t, "the sandbox's namespaces to go", func() bool { return len(holders(namespaces)) == 0 })
+			mounts, _ := os.ReadFile("/proc/self/mountinfo")
+			if strings.Contains(string(mounts), base) {
+				t.Errorf("a mount under %s is left", base)
+			}
+		})
 	}
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "helper ")))
-	if err != nil {
-		_ = cmd.Process.Kill()
-		t.Fatalf("the parent said %q", line)
+}
+
+// holders lists the processes in any of the namespaces (as /proc/PID/ns/* links read).
+func holders(namespaces []string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*/ns")
+	for _, dir := range dirs {
+		for _, ns := range []string{"mnt", "net", "pid"} {
+			if link, err := os.Readlink(filepath.Join(dir, ns)); err == nil && slices.Contains(namespaces, link) {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+				pids = append(pids, pid)
+			}
+		}
 	}
-	children := procfs.Children(pid)
-	if len(children) == 0 {
-		t.Fatalf("the helper %d has no child", pid)
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	for _, p := range append(children, pid) {
-		waitUntil(t, fmt.Sprintf("process %d to end", p), func() bool { return !procfs.Alive(p) })
-	}
+	return pids
 }
 
 // An exec runs in the container's root, with its mounts, and returns the command's exit code; a
