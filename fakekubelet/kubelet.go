@@ -254,7 +254,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p.informer = informer
 	v := version.MustParseSemantic(k.opts.KubeletVersion) // checked by Options.complete
-	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Host: k.opts.HostBinaries, Network: k.network, Sources: sources, Notify: func(uid types.UID) { p.queue.Add(uid) },
+	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Host: k.opts.HostBinaries, ControlPlane: ControlPlaneAddr, Network: k.network, Sources: sources, Notify: func(uid types.UID) { p.queue.Add(uid) },
 		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
 		ConfigFor: func(pod *corev1.Pod) *rest.Config {
 			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)

@@ -28,6 +28,10 @@ type SandboxSpec struct {
 	// Service's cluster IP and port that KUBERNETES_SERVICE_HOST and _PORT name; the zero value:
 	// none.
 	APIServer netip.AddrPort
+	// APIServerReachable says whether the pod can reach the apiserver now (its node is not
+	// partitioned). While it cannot, connections to APIServer are closed once accepted and the
+	// ones open are cut, as the node's in-process programs are cut off. Nil: always.
+	APIServerReachable func() bool
 	// Dial reaches any other address the process connects to over TCP (other pods, Services):
 	// the sandbox routes them to restartbed, which dials them on the pod network with Dial. A
 	// connection Dial cannot make is closed once accepted. Nil: nothing else is reachable.
@@ -168,17 +172,24 @@ func (s *Sandbox) serveListeners(asked []helperListen, files []*os.File) error {
 		if err != nil {
 			return err
 		}
+		reachable := s.spec.APIServerReachable
+		if reachable == nil {
+			reachable = func() bool { return true }
+		}
 		go relay(ln, func(ctx context.Context, _ net.Conn) (net.Conn, error) {
+			if !reachable() {
+				return nil, errors.New("the apiserver is unreachable from the pod's node")
+			}
 			var d net.Dialer
 			return d.DialContext(ctx, "tcp", s.host.opts.APIServer)
-		})
+		}, reachable)
 	}
 	if s.spec.Dial != nil {
 		ln, err := take()
 		if err != nil {
 			return err
 		}
-		go relay(ln, s.dialRedirected)
+		go relay(ln, s.dialRedirected, nil)
 	}
 	if next < len(asked) { // DNS: UDP, then TCP
 		pc, err := net.FilePacketConn(files[next])
@@ -423,8 +434,9 @@ func closeFiles(files []*os.File) {
 }
 
 // relay accepts connections on ln and splices each with the connection dial makes for it; a
-// connection dial cannot make is closed.
-func relay(ln net.Listener, dial func(ctx context.Context, c net.Conn) (net.Conn, error)) {
+// connection dial cannot make is closed. With reachable, a spliced pair is cut as soon as it
+// reports false (checked every cutCheck).
+func relay(ln net.Listener, dial func(ctx context.Context, c net.Conn) (net.Conn, error), reachable func() bool) {
 	serveEach(ln, func(c net.Conn) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		up, err := dial(ctx, c)
@@ -433,8 +445,35 @@ func relay(ln net.Listener, dial func(ctx context.Context, c net.Conn) (net.Conn
 			return
 		}
 		defer up.Close()
+		if reachable != nil {
+			done := make(chan struct{})
+			defer close(done)
+			go cutWhenUnreachable(done, reachable, c, up)
+		}
 		Splice(c, up)
 	})
+}
+
+// cutCheck is how often a relayed connection checks that its ends still reach each other.
+const cutCheck = 100 * time.Millisecond
+
+// cutWhenUnreachable closes conns once reachable reports false, until done.
+func cutWhenUnreachable(done <-chan struct{}, reachable func() bool, conns ...net.Conn) {
+	tick := time.NewTicker(cutCheck) //nolint:forbidigo // a host process's connection, on the host's time
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			if !reachable() {
+				for _, c := range conns {
+					_ = c.Close()
+				}
+				return
+			}
+		}
+	}
 }
 
 // serveEach handles each connection ln accepts in a goroutine of its own, and closes it after,

@@ -293,6 +293,10 @@ func (i *Interface) Ping(ctx context.Context, addr netip.Addr) error {
 
 // peer is the interface at addr as seen from i: nil when nothing is up there or the two nodes
 // cannot reach each other. The loopback address is i itself.
+// Reaches reports whether a connection from the interface to addr would get through now: addr is
+// up and its node is not cut off from this one's (a partition).
+func (i *Interface) Reaches(addr netip.Addr) bool { return i.net.peer(i, addr) != nil }
+
 func (n *Network) peer(from *Interface, addr netip.Addr) *Interface {
 	if addr.IsLoopback() || addr == from.addr {
 		return from

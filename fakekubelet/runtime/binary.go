@@ -100,6 +100,14 @@ func (r *Runtime) hostSandbox(ctx context.Context, pod *corev1.Pod, in *instance
 			return iface.Dial(ctx, address)
 		}
 		spec.DNS, spec.AnswerDNS = r.opts.Network.DNS(), r.opts.Network.AnswerDNS
+		if r.opts.ControlPlane.IsValid() {
+			spec.APIServerReachable = func() bool {
+				r.mu.Lock()
+				iface := sb.iface
+				r.mu.Unlock()
+				return iface != nil && iface.Reaches(r.opts.ControlPlane)
+			}
+		}
 	}
 	box, err := r.opts.Host.Sandbox(string(pod.UID), spec)
 	if err != nil {

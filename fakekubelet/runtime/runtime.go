@@ -73,6 +73,9 @@ type Options struct {
 	// Host runs the host binaries that programs name; nil: a container whose rule names one
 	// fails to start.
 	Host *hostproc.Host
+	// ControlPlane is the apiserver's address on Network: a host binary reaches the apiserver
+	// only while its pod reaches this address (a partition cuts it off).
+	ControlPlane netip.Addr
 }
 
 // Runtime holds the sandboxes of every pod of every emulated node.

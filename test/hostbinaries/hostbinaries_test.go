@@ -159,3 +159,50 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 		t.Fatalf("waiting for %s: %v; last: %s", what, err, last)
 	}
 }
+
+// A partitioned node's binaries lose the apiserver with it, as its in-process programs do: the
+// open connection is cut, new ones are closed at once; they come back when the node does.
+func TestPartitionCutsBinariesOffTheAPIServer(t *testing.T) {
+	cluster := startCluster(t)
+	ctx := context.Background()
+	cs := cluster.Clientset
+	if err := cluster.WaitForDefaultServiceAccount(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	// Holds a connection to the apiserver's Service address and says when it breaks; reconnects.
+	script := `while true; do
+  if exec 3<>/dev/tcp/$KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT 2>/dev/null; then
+    echo up
+    cat <&3 >/dev/null
+    echo cut
+  fi
+  sleep 0.2
+done`
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "watcher"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "busybox", Command: []string{"sh", "-c", script}}}}}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	logs := func() string {
+		b, _ := cs.CoreV1().Pods("default").GetLogs("watcher", &corev1.PodLogOptions{}).DoRaw(ctx)
+		return string(b)
+	}
+	waitFor(t, "the binary to connect", func() (bool, string) { return strings.Count(logs(), "up") == 1, logs() })
+	p, err := cs.CoreV1().Pods("default").Get(ctx, "watcher", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := p.Spec.NodeName
+	if err := cluster.Kubelet.FailNode(node); err != nil {
+		t.Fatal(err)
+	}
+	// The log cannot be read while the node is cut off: the kubelet API is behind the partition.
+	time.Sleep(2 * time.Second)
+	if err := cluster.Kubelet.RecoverNode(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the connection cut by the partition, and a new one after it", func() (bool, string) {
+		l := logs()
+		return strings.HasPrefix(l, "up\ncut\n") && strings.HasSuffix(l, "up\n") && !strings.Contains(l, "up\nup"), l
+	})
+}
