@@ -19,11 +19,12 @@ import (
 // skipping it; make test-upstream sets it, so CI never skips.
 const requireHostBinaries = "RESTARTBED_REQUIRE_HOST_BINARIES"
 
-// agentScenarios are restartbed's bundled scenarios whose agent sidecar becomes upstream's binary.
-var agentScenarios = []string{"story1-fast-recovery.yaml", "story2-recreate-then-fail.yaml"}
+// agentScenarios are restartbed's bundled scenarios whose agent sidecar becomes upstream's binary:
+// KEP-467's Stories 1 and 2, and a worker's node lost mid-run (the partition cuts its agent off).
+var agentScenarios = []string{"story1-fast-recovery.yaml", "story2-recreate-then-fail.yaml", "inplace-restart-node-loss.yaml"}
 
 // TestUpstreamAgent runs upstream JobSet v0.12.0's in-place-restart agent, built unmodified from
-// this module's sigs.k8s.io/jobset, as the agent sidecar of KEP-467's Story 1 and Story 2, with
+// this module's sigs.k8s.io/jobset, as the agent sidecar of agentScenarios, with
 // restartbed's JobSet controller and with upstream's manager: each group must restart in place,
 // and Story 2's exit codes must do what the KEP says, with the real agent.
 func TestUpstreamAgent(t *testing.T) {
