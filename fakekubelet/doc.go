@@ -12,7 +12,7 @@
 // fault injection. What can be decided or run on its own lives in subpackages, each importing
 // only those listed before it: container (snapshots of a pod's containers), release (what each
 // release does differently), restart (restart rules, phase), status (status generation and
-// publication), podactions (the plan of one sync); vfs, logs, shell, program and runtime run
-// the containers; server is the kubelet API the nodes serve (api.go puts it on their addresses);
+// publication), podactions (the plan of one sync); vfs, logs, shell, program, hostproc (host
+// binaries, in namespaces of their own) and runtime run the containers; server is the kubelet API the nodes serve (api.go puts it on their addresses);
 // nodes registers the nodes, keeps their Leases and status, and partitions them.
 package fakekubelet
