@@ -12,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
@@ -35,6 +38,7 @@ var web = program.Func(func(ctx context.Context, c *program.Container) int {
 
 func startCluster(t *testing.T) *envtest.Cluster {
 	t.Helper()
+	ctrllog.SetLogger(logr.Discard())
 	if err := hostproc.Check(); err != nil {
 		if os.Getenv("RESTARTBED_REQUIRE_HOST_BINARIES") != "" {
 			t.Fatalf("RESTARTBED_REQUIRE_HOST_BINARIES is set and this host cannot run host binaries: %v", err)
@@ -90,6 +94,21 @@ func TestHostBinaryContainers(t *testing.T) {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web"}}}})
 	create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}})
+	// The client below does not retry: the Service must have its ready endpoint first.
+	waitFor(t, "the web Service's endpoint to be ready", func() (bool, string) {
+		slices, err := cs.DiscoveryV1().EndpointSlices(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, es := range slices.Items {
+			for _, ep := range es.Endpoints {
+				if ptr.Deref(ep.Conditions.Ready, false) {
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("%d slices", len(slices.Items))
+	})
 
 	// A binary that resolves the Service by its short name, reads it, writes the answer as its
 	// termination message, prints its service account's namespace and exits 3.
