@@ -47,6 +47,11 @@ bench: envtest-assets ## restartbed bench at PODS pods (default 1000), both stra
 bench-smoke: envtest-assets ## CI's smoke test of restartbed bench: 100 pods, both strategies; fails only if a restart does not complete.
 	$(GO) run ./cmd/restartbed bench --pods 100 --strategy both
 
+.PHONY: bench-agent-binary
+bench-agent-binary: envtest-assets ## CI's bench with upstream JobSet's agent binary as every pod's agent (100 pods, in place; root only): it must complete.
+	cd test/upstream/jobset && $(GO) build -o $(BIN)/in-place-restart-agent sigs.k8s.io/jobset/cmd/in-place-restart-agent
+	$(GO) run ./cmd/restartbed bench --pods 100 --strategy inplace --agent-binary $(BIN)/in-place-restart-agent --allow-host-binaries
+
 .PHONY: envtest-assets
 envtest-assets: ## Find or build the control plane of every supported release; prints their directories.
 	$(GO) run ./cmd/restartbed assets --all
