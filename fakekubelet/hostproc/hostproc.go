@@ -29,6 +29,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"k8s.io/utils/clock"
 )
 
 // HelperSource is the sandbox helper's source, one file of a main package that needs only the
@@ -61,6 +63,10 @@ type Options struct {
 	// APIServer is the apiserver's address ("host:port"), where connections to a sandbox's
 	// SandboxSpec.APIServer address are forwarded.
 	APIServer string
+	// Clock paces what waits on the host's processes (their output at exit, a relayed
+	// connection's partition check, the helper's start). It is the host's time, not the
+	// emulation's: a process does not wait for a stepped clock. Default: the real clock.
+	Clock clock.WithTicker
 }
 
 // Host holds the sandboxes of every pod that runs a host binary.
@@ -101,6 +107,9 @@ func New(opts Options) (*Host, error) {
 	}
 	if err := Check(); err != nil {
 		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	if fi, err := os.Stat(opts.Helper); err != nil || fi.IsDir() {
 		return nil, fmt.Errorf("hostproc: the sandbox helper %s is not a file", opts.Helper)

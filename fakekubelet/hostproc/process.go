@@ -115,7 +115,7 @@ func (p *Process) exit(code int) {
 		go func() { p.logs.Wait(); close(drained) }()
 		select {
 		case <-drained:
-		case <-time.After(logDrain): //nolint:forbidigo // a host process runs on the host's time, not the emulated clock
+		case <-p.sb.host.opts.Clock.After(logDrain):
 		}
 		p.code = code
 		close(p.done)

@@ -176,7 +176,7 @@ func (s *Sandbox) serveListeners(asked []helperListen, files []*os.File) error {
 		if reachable == nil {
 			reachable = func() bool { return true }
 		}
-		go relay(ln, func(ctx context.Context, _ net.Conn) (net.Conn, error) {
+		go s.relay(ln, func(ctx context.Context, _ net.Conn) (net.Conn, error) {
 			if !reachable() {
 				return nil, errors.New("the apiserver is unreachable from the pod's node")
 			}
@@ -189,7 +189,7 @@ func (s *Sandbox) serveListeners(asked []helperListen, files []*os.File) error {
 		if err != nil {
 			return err
 		}
-		go relay(ln, s.dialRedirected, nil)
+		go s.relay(ln, s.dialRedirected, nil)
 	}
 	if next < len(asked) { // DNS: UDP, then TCP
 		pc, err := net.FilePacketConn(files[next])
@@ -223,7 +223,7 @@ func (s *Sandbox) exitedWithin(d time.Duration) <-chan struct{} {
 		defer close(ch)
 		select {
 		case <-s.exited:
-		case <-time.After(d): //nolint:forbidigo // the helper runs on the host's time
+		case <-s.host.opts.Clock.After(d):
 		}
 	}()
 	return ch
@@ -240,7 +240,7 @@ func (s *Sandbox) ended() bool {
 
 // readTimeout reads one message, or fails after d.
 func (s *Sandbox) readTimeout(d time.Duration) (reply, error) {
-	_ = s.ctl.SetReadDeadline(time.Now().Add(d)) //nolint:forbidigo // socket deadlines are wall-clock times
+	_ = s.ctl.SetReadDeadline(s.host.opts.Clock.Now().Add(d))
 	r, err := s.receive()
 	_ = s.ctl.SetReadDeadline(time.Time{})
 	return r, err
@@ -334,7 +334,7 @@ func (s *Sandbox) request(ctx context.Context, m message, files ...*os.File) (re
 			select {
 			case r := <-ch:
 				closeFiles(r.files)
-			case <-time.After(time.Minute): //nolint:forbidigo // the helper runs on the host's time
+			case <-s.host.opts.Clock.After(time.Minute):
 			}
 		}()
 		return reply{}, ctx.Err()
@@ -436,7 +436,7 @@ func closeFiles(files []*os.File) {
 // relay accepts connections on ln and splices each with the connection dial makes for it; a
 // connection dial cannot make is closed. With reachable, a spliced pair is cut as soon as it
 // reports false (checked every cutCheck).
-func relay(ln net.Listener, dial func(ctx context.Context, c net.Conn) (net.Conn, error), reachable func() bool) {
+func (s *Sandbox) relay(ln net.Listener, dial func(ctx context.Context, c net.Conn) (net.Conn, error), reachable func() bool) {
 	serveEach(ln, func(c net.Conn) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		up, err := dial(ctx, c)
@@ -448,7 +448,7 @@ func relay(ln net.Listener, dial func(ctx context.Context, c net.Conn) (net.Conn
 		if reachable != nil {
 			done := make(chan struct{})
 			defer close(done)
-			go cutWhenUnreachable(done, reachable, c, up)
+			go s.cutWhenUnreachable(done, reachable, c, up)
 		}
 		Splice(c, up)
 	})
@@ -458,14 +458,14 @@ func relay(ln net.Listener, dial func(ctx context.Context, c net.Conn) (net.Conn
 const cutCheck = 100 * time.Millisecond
 
 // cutWhenUnreachable closes conns once reachable reports false, until done.
-func cutWhenUnreachable(done <-chan struct{}, reachable func() bool, conns ...net.Conn) {
-	tick := time.NewTicker(cutCheck) //nolint:forbidigo // a host process's connection, on the host's time
+func (s *Sandbox) cutWhenUnreachable(done <-chan struct{}, reachable func() bool, conns ...net.Conn) {
+	tick := s.host.opts.Clock.NewTicker(cutCheck)
 	defer tick.Stop()
 	for {
 		select {
 		case <-done:
 			return
-		case <-tick.C:
+		case <-tick.C():
 			if !reachable() {
 				for _, c := range conns {
 					_ = c.Close()
