@@ -55,46 +55,48 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcessSpec) (*Process, error)
 			return nil, fmt.Errorf("mount path %q: not an absolute path", m.Target)
 		}
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		_ = outR.Close()
-		_ = outW.Close()
-		return nil, err
-	}
 	init := &initSpec{Root: filepath.Join(s.host.opts.Dir, "roots", spec.ID), Binary: spec.Binary, Argv: spec.Argv,
 		Env: spec.Env, Dir: spec.Dir}
 	for _, m := range spec.Mounts {
 		m.Source = filepath.Join(s.host.opts.Dir, "files", m.Source)
 		init.Mounts = append(init.Mounts, m)
 	}
-	p := &Process{sb: s, id: spec.ID, done: make(chan struct{})}
+	return s.launch(ctx, message{Op: opStart, ID: spec.ID, Init: init}, nil, spec.Stdout, spec.Stderr)
+}
+
+// launch asks the helper to start the process m describes, handing it the files of stdin (an
+// exec's stdin, if any) and pipes for its stdout and stderr, whose output goes to stdout and
+// stderr. The Process is registered before the request, so that its exit is never missed.
+func (s *Sandbox) launch(ctx context.Context, m message, stdin []*os.File, stdout, stderr io.Writer) (*Process, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeFiles([]*os.File{outR, outW})
+		return nil, err
+	}
+	p := &Process{sb: s, id: m.ID, done: make(chan struct{})}
 	p.logs.Add(2) // before the exit can be reported
 	s.mu.Lock()
-	s.procs[spec.ID] = p
+	s.procs[m.ID] = p
 	s.mu.Unlock()
-	r, err := s.request(ctx, message{Op: opStart, ID: spec.ID, Init: init}, outW, errW)
-	_ = outW.Close()
-	_ = errW.Close()
+	r, err := s.request(ctx, m, append(stdin, outW, errW)...)
+	closeFiles([]*os.File{outW, errW})
 	if err == nil && r.msg.Op != opStarted {
 		err = errors.New(r.msg.Error)
 	}
 	closeFiles(r.files)
 	if err != nil {
 		s.mu.Lock()
-		delete(s.procs, spec.ID)
+		delete(s.procs, m.ID)
 		s.mu.Unlock()
-		_ = outR.Close()
-		_ = errR.Close()
-		p.logs.Done()
-		p.logs.Done()
+		closeFiles([]*os.File{outR, errR})
 		return nil, err
 	}
-	go p.copy(spec.Stdout, outR)
-	go p.copy(spec.Stderr, errR)
+	go p.copy(stdout, outR)
+	go p.copy(stderr, errR)
 	return p, nil
 }
 
@@ -163,38 +165,13 @@ func (s *Sandbox) Exec(ctx context.Context, spec ExecSpec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	outR, outW, err := os.Pipe()
+	m := message{Op: opExec, ID: s.nextID("exec-"), Exec: &execSpec{Container: spec.Container, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir}}
+	p, err := s.launch(ctx, m, []*os.File{inR}, spec.Stdout, spec.Stderr)
+	_ = inR.Close()
 	if err != nil {
-		closeFiles([]*os.File{inR, inW})
+		_ = inW.Close()
 		return 0, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeFiles([]*os.File{inR, inW, outR, outW})
-		return 0, err
-	}
-	id := s.nextID("exec-")
-	p := &Process{sb: s, id: id, done: make(chan struct{})}
-	p.logs.Add(2)
-	s.mu.Lock()
-	s.procs[id] = p
-	s.mu.Unlock()
-	r, err := s.request(ctx, message{Op: opExec, ID: id, Exec: &execSpec{Container: spec.Container, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir}},
-		inR, outW, errW)
-	closeFiles([]*os.File{inR, outW, errW})
-	if err == nil && r.msg.Op != opStarted {
-		err = errors.New(r.msg.Error)
-	}
-	closeFiles(r.files)
-	if err != nil {
-		s.mu.Lock()
-		delete(s.procs, id)
-		s.mu.Unlock()
-		closeFiles([]*os.File{inW, outR, errR})
-		return 0, err
-	}
-	go p.copy(spec.Stdout, outR)
-	go p.copy(spec.Stderr, errR)
 	go func() {
 		defer inW.Close()
 		if spec.Stdin != nil {

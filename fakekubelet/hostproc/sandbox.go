@@ -42,6 +42,9 @@ type SandboxSpec struct {
 	AnswerDNS func(query []byte) ([]byte, error)
 }
 
+// servesDNS reports whether the sandbox answers DNS queries.
+func (spec SandboxSpec) servesDNS() bool { return spec.DNS.IsValid() && spec.AnswerDNS != nil }
+
 // redirectPort is where, on the sandbox's 127.0.0.1, connections to other addresses arrive.
 const redirectPort = 15001
 
@@ -53,6 +56,8 @@ type Sandbox struct {
 	ctl  *net.UnixConn
 	// stderr collects what the helper says on its way out.
 	stderr lockedBuffer
+	// buf and oob receive messages; only one goroutine receives at a time (start, then read).
+	buf, oob []byte
 
 	sendMu sync.Mutex
 
@@ -88,7 +93,7 @@ func (h *Host) start(spec SandboxSpec) (*Sandbox, error) {
 		cfg.DefaultRoute = true
 		cfg.Listen = append(cfg.Listen, helperListen{Network: "tcp", Address: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), redirectPort).String()})
 	}
-	if spec.DNS.IsValid() && spec.AnswerDNS != nil {
+	if spec.servesDNS() {
 		addr := netip.AddrPortFrom(spec.DNS, 53).String()
 		cfg.Addrs = append(cfg.Addrs, spec.DNS.String())
 		cfg.Listen = append(cfg.Listen, helperListen{Network: "udp", Address: addr}, helperListen{Network: "tcp", Address: addr})
@@ -109,7 +114,7 @@ func (h *Host) start(spec SandboxSpec) (*Sandbox, error) {
 		return nil, fmt.Errorf("hostproc: control socket: %w", err)
 	}
 	s := &Sandbox{host: h, spec: spec, ctl: conn.(*net.UnixConn), waiting: map[string]chan reply{}, procs: map[string]*Process{},
-		exited: make(chan struct{})}
+		exited: make(chan struct{}), buf: make([]byte, 64<<10), oob: make([]byte, syscall.CmsgSpace(4*4))}
 	s.cmd = exec.Command(h.opts.Helper, string(arg))
 	s.cmd.Args[0] = "restartbed-" + HelperName
 	s.cmd.ExtraFiles = []*os.File{theirs}
@@ -140,7 +145,7 @@ func (h *Host) start(spec SandboxSpec) (*Sandbox, error) {
 		s.Close()
 		return nil, fmt.Errorf("hostproc: setting up the sandbox of %s: %w%s", spec.Hostname, err, s.helperSaid())
 	}
-	if err := s.serveListeners(cfg.Listen, first.files); err != nil {
+	if err := s.serveListeners(first.files); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("hostproc: the sandbox's listeners: %w", err)
 	}
@@ -156,7 +161,7 @@ func (h *Host) start(spec SandboxSpec) (*Sandbox, error) {
 
 // serveListeners serves what the helper's listeners accept, in the order start asked for them:
 // the apiserver's address, the redirected connections, the DNS server's UDP and TCP ports.
-func (s *Sandbox) serveListeners(asked []helperListen, files []*os.File) error {
+func (s *Sandbox) serveListeners(files []*os.File) error {
 	defer closeFiles(files)
 	next := 0
 	take := func() (net.Listener, error) {
@@ -191,7 +196,7 @@ func (s *Sandbox) serveListeners(asked []helperListen, files []*os.File) error {
 		}
 		go s.relay(ln, s.dialRedirected, nil)
 	}
-	if next < len(asked) { // DNS: UDP, then TCP
+	if s.spec.servesDNS() { // UDP, then TCP
 		pc, err := net.FilePacketConn(files[next])
 		next++
 		if err != nil {
@@ -209,24 +214,15 @@ func (s *Sandbox) serveListeners(asked []helperListen, files []*os.File) error {
 }
 
 func (s *Sandbox) helperSaid() string {
-	<-s.exitedWithin(time.Second)
+	select { // what it says on its way out
+	case <-s.exited:
+	case <-s.host.opts.Clock.After(time.Second):
+	}
 	said := s.stderr.String()
 	if said == "" {
 		return ""
 	}
 	return "; the helper said: " + said
-}
-
-func (s *Sandbox) exitedWithin(d time.Duration) <-chan struct{} {
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		select {
-		case <-s.exited:
-		case <-s.host.opts.Clock.After(d):
-		}
-	}()
-	return ch
 }
 
 func (s *Sandbox) ended() bool {
@@ -247,9 +243,7 @@ func (s *Sandbox) readTimeout(d time.Duration) (reply, error) {
 }
 
 func (s *Sandbox) receive() (reply, error) {
-	buf := make([]byte, 64<<10)
-	oob := make([]byte, syscall.CmsgSpace(4*4))
-	n, oobn, _, _, err := s.ctl.ReadMsgUnix(buf, oob)
+	n, oobn, _, _, err := s.ctl.ReadMsgUnix(s.buf, s.oob)
 	if err != nil {
 		return reply{}, err
 	}
@@ -257,8 +251,8 @@ func (s *Sandbox) receive() (reply, error) {
 		return reply{}, io.EOF
 	}
 	var r reply
-	r.files = receivedFiles(oob[:oobn])
-	if err := json.Unmarshal(buf[:n], &r.msg); err != nil {
+	r.files = receivedFiles(s.oob[:oobn])
+	if err := json.Unmarshal(s.buf[:n], &r.msg); err != nil {
 		closeFiles(r.files)
 		return reply{}, fmt.Errorf("a message of the helper: %w", err)
 	}
@@ -274,8 +268,7 @@ func (s *Sandbox) read() {
 			break
 		}
 		s.mu.Lock()
-		switch r.msg.Op {
-		case opExited:
+		if r.msg.Op == opExited {
 			p := s.procs[r.msg.ID]
 			delete(s.procs, r.msg.ID)
 			s.mu.Unlock()
@@ -284,16 +277,16 @@ func (s *Sandbox) read() {
 				go p.exit(r.msg.Code) // it waits for the output
 			}
 			continue
-		default:
-			ch := s.waiting[r.msg.ID]
-			delete(s.waiting, r.msg.ID)
-			s.mu.Unlock()
-			if ch == nil {
-				closeFiles(r.files)
-				continue
-			}
-			ch <- r
 		}
+		// A reply: delivered under the lock (its channel has room for it), so that a request
+		// that gave up and left s.waiting finds it, or it finds nobody.
+		if ch := s.waiting[r.msg.ID]; ch != nil {
+			delete(s.waiting, r.msg.ID)
+			ch <- r
+		} else {
+			closeFiles(r.files)
+		}
+		s.mu.Unlock()
 	}
 	s.mu.Lock()
 	procs, waiting := s.procs, s.waiting
@@ -330,13 +323,11 @@ func (s *Sandbox) request(ctx context.Context, m message, files ...*os.File) (re
 		s.mu.Lock()
 		delete(s.waiting, m.ID)
 		s.mu.Unlock()
-		go func() { // the reply may still come: close what it brings
-			select {
-			case r := <-ch:
-				closeFiles(r.files)
-			case <-s.host.opts.Clock.After(time.Minute):
-			}
-		}()
+		select { // a reply delivered meanwhile: close what it brought
+		case r := <-ch:
+			closeFiles(r.files)
+		default:
+		}
 		return reply{}, ctx.Err()
 	}
 }

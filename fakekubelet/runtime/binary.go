@@ -19,6 +19,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/logs"
+	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/shell"
 	"github.com/restartbed/restartbed/fakekubelet/vfs"
@@ -91,9 +92,7 @@ func (r *Runtime) hostSandbox(ctx context.Context, pod *corev1.Pod, in *instance
 	spec := hostproc.SandboxSpec{Hostname: sb.hostname, IP: ip, APIServer: apiServerAddress(in.env.Vars)}
 	if r.opts.Network != nil {
 		spec.Dial = func(ctx context.Context, address string) (net.Conn, error) {
-			r.mu.Lock()
-			iface := sb.iface
-			r.mu.Unlock()
+			iface := r.ifaceOf(sb)
 			if iface == nil {
 				return nil, fmt.Errorf("pod %s/%s is off the network", pod.Namespace, pod.Name)
 			}
@@ -102,9 +101,7 @@ func (r *Runtime) hostSandbox(ctx context.Context, pod *corev1.Pod, in *instance
 		spec.DNS, spec.AnswerDNS = r.opts.Network.DNS(), r.opts.Network.AnswerDNS
 		if r.opts.ControlPlane.IsValid() {
 			spec.APIServerReachable = func() bool {
-				r.mu.Lock()
-				iface := sb.iface
-				r.mu.Unlock()
+				iface := r.ifaceOf(sb)
 				return iface != nil && iface.Reaches(r.opts.ControlPlane)
 			}
 		}
@@ -120,6 +117,13 @@ func (r *Runtime) hostSandbox(ctx context.Context, pod *corev1.Pod, in *instance
 	r.mu.Unlock()
 	mounts, err := r.writeHostFiles(box, sb, in)
 	return box, mounts, err
+}
+
+// ifaceOf is the sandbox's address on the network now; nil once it stopped (or without one).
+func (r *Runtime) ifaceOf(sb *sandbox) *network.Interface {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return sb.iface
 }
 
 // apiServerAddress is the kubernetes Service's address the container's environment names; the
@@ -147,17 +151,16 @@ func (r *Runtime) writeHostFiles(box *hostproc.Sandbox, sb *sandbox, in *instanc
 	saMounted := false
 	for _, m := range in.spec.VolumeMounts {
 		r.mu.Lock()
-		vol := sb.volumes[m.Name]
+		vol, projected := sb.volumes[m.Name], sb.projected[m.Name]
 		r.mu.Unlock()
 		if vol == nil {
 			continue
 		}
 		dir := path.Join(hostVolumes, m.Name)
-		if err := copyVolume(vol.FS(sb.fs), filepath.Join(files, dir), !r.projectsVolume(sb, m.Name)); err != nil {
+		if err := copyVolume(vol.FS(sb.fs), filepath.Join(files, dir), !projected); err != nil {
 			return nil, fmt.Errorf("volume %q: %w", m.Name, err)
 		}
-		mounts = append(mounts, hostproc.Mount{Source: path.Join(dir, m.SubPath), Target: m.MountPath,
-			ReadOnly: m.ReadOnly || r.projectsVolume(sb, m.Name)})
+		mounts = append(mounts, hostproc.Mount{Source: path.Join(dir, m.SubPath), Target: m.MountPath, ReadOnly: m.ReadOnly || projected})
 		saMounted = saMounted || path.Clean(m.MountPath) == ServiceAccountDir
 	}
 	if sb.serviceAccount != nil && !saMounted {
@@ -189,18 +192,10 @@ func (r *Runtime) writeHostFiles(box *hostproc.Sandbox, sb *sandbox, in *instanc
 	return mounts, nil
 }
 
-// projectsVolume reports whether the pod's volume holds a projection (configMap, secret,
-// downwardAPI, projected), which the kubelet mounts read-only and refreshes.
-func (r *Runtime) projectsVolume(sb *sandbox, name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return sb.projected[name]
-}
-
-// refreshHostFiles copies the pod's projected volumes into its host sandbox again, so that
-// updates (a rotated token, a changed ConfigMap) reach the binaries as they reach the kubelet's
-// mounts.
-func (r *Runtime) refreshHostFiles(sb *sandbox) {
+// refreshHostFiles copies a projected volume just refreshed into the pod's host sandbox again,
+// when a binary of the pod mounts it, so that updates (a rotated token, a changed ConfigMap)
+// reach the binaries as they reach the kubelet's mounts.
+func (r *Runtime) refreshHostFiles(sb *sandbox, name string, vol *vfs.Volume) {
 	if r.opts.Host == nil {
 		return
 	}
@@ -208,20 +203,8 @@ func (r *Runtime) refreshHostFiles(sb *sandbox) {
 	if box == nil {
 		return
 	}
-	r.mu.Lock()
-	var names []string
-	for name := range sb.projected {
-		names = append(names, name)
-	}
-	r.mu.Unlock()
-	for _, name := range names {
-		r.mu.Lock()
-		vol := sb.volumes[name]
-		r.mu.Unlock()
-		dst := filepath.Join(box.FilesDir(), hostVolumes, name)
-		if _, err := os.Stat(dst); vol == nil || err != nil {
-			continue // no binary of the pod mounts it
-		}
+	dst := filepath.Join(box.FilesDir(), hostVolumes, name)
+	if _, err := os.Stat(dst); err == nil {
 		_ = copyVolume(vol.FS(sb.fs), dst, false)
 	}
 }

@@ -213,7 +213,9 @@ func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) er
 	}
 	for _, v := range pod.Spec.Volumes {
 		sb.volumes[v.Name] = r.volume(sb, pod, &v, projected)
-		sb.projected[v.Name] = projects(&v)
+		if projects(&v) {
+			sb.projected[v.Name] = true
+		}
 	}
 	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 		sb.serviceAccount = serviceAccountVolume(sb, pod)
@@ -246,9 +248,9 @@ func (r *Runtime) RefreshVolumes(ctx context.Context, pod *corev1.Pod) {
 		r.mu.Unlock()
 		if vol != nil {
 			writeProjection(vol.FS(sb.fs), files)
+			r.refreshHostFiles(sb, v.Name, vol)
 		}
 	}
-	r.refreshHostFiles(sb)
 }
 
 // attach puts the sandbox's address on the network; nil when there is none or the address is
@@ -531,9 +533,11 @@ const (
 // terminationMessage reads the container's terminationMessagePath (its last 4 KiB), falling back
 // to its log's last 80 lines (their last 2 KiB) on an error exit when the policy says so.
 func terminationMessage(in *instance) string {
-	msg, _ := in.fs.ReadFile(terminationPath(&in.spec))
+	var msg []byte
 	if in.binary {
 		msg = readHostTermination(in)
+	} else {
+		msg, _ = in.fs.ReadFile(terminationPath(&in.spec))
 	}
 	if len(msg) > maxTerminationMessage {
 		msg = msg[len(msg)-maxTerminationMessage:]
