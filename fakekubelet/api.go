@@ -133,7 +133,7 @@ func (k *Kubelet) configz(string) any {
 		Address:       "0.0.0.0",
 		Port:          nodes.KubeletPort,
 		ReadOnlyPort:  0,
-		SyncFrequency: metav1.Duration{Duration: time.Minute},
+		SyncFrequency: metav1.Duration{Duration: syncFrequency},
 		ClusterDomain: k.network.Domain(),
 		ClusterDNS:    []string{k.network.DNS().String()},
 		Authentication: kubeletconfigv1beta1.KubeletAuthentication{

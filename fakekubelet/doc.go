@@ -8,11 +8,13 @@
 // reaches the host.
 //
 // This package holds the pod workers that apply each sync's plan (pods.go), the prober that
-// records probe results (probes.go), the pods' view of a partition (partition.go), events and
+// records probe results (probes.go), the pods' view of a partition (partition.go), what
+// containers read from the API — ConfigMaps, Secrets, Services, tokens — (sources.go), events and
 // fault injection. What can be decided or run on its own lives in subpackages, each importing
-// only those listed before it: container (snapshots of a pod's containers), release (what each
-// release does differently), restart (restart rules, phase), status (status generation and
-// publication), podactions (the plan of one sync); vfs, logs, shell, program, hostproc (host
-// binaries, in namespaces of their own) and runtime run the containers; server is the kubelet API the nodes serve (api.go puts it on their addresses);
+// only those listed before it: container (snapshots of a pod's containers), token (the
+// service-account token cache), release (what each release does differently), restart (restart
+// rules, phase), status (status generation and publication), podactions (the plan of one sync);
+// vfs, logs, shell, program, hostproc (host binaries, in namespaces of their own) and runtime run
+// the containers; server is the kubelet API the nodes serve (api.go puts it on their addresses);
 // nodes registers the nodes, keeps their Leases and status, and partitions them.
 package fakekubelet

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
@@ -30,7 +31,12 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
 	"github.com/restartbed/restartbed/fakekubelet/status"
+	"github.com/restartbed/restartbed/fakekubelet/token"
 )
+
+// syncFrequency is the kubelet's period of pod syncs (KubeletConfiguration syncFrequency's
+// default), on which it renews projected service-account tokens.
+const syncFrequency = time.Minute
 
 // Kubelet emulates the kubelets of every node of a cluster, and its scheduler.
 type Kubelet struct {
@@ -230,8 +236,12 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 // pod informer.
 func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerFactory) error {
 	rules := restart.Rules{RestartAll: k.opts.FeatureGates[GateRestartAllContainers]}
+	tokens, err := token.New(token.Options{Request: requestToken(k.client), Clock: k.clock})
+	if err != nil {
+		return fmt.Errorf("fakekubelet: %w", err)
+	}
 	sources := apiSources{client: k.client, configMaps: factory.Core().V1().ConfigMaps().Lister(), secrets: factory.Core().V1().Secrets().Lister(),
-		services: factory.Core().V1().Services().Lister()}
+		services: factory.Core().V1().Services().Lister(), tokens: tokens}
 	statusClient, err := kubernetes.NewForConfig(k.clientConfig("restartbed-kubelet-status"))
 	if err != nil {
 		return fmt.Errorf("fakekubelet: status client: %w", err)
@@ -240,7 +250,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
 		nodes: k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
 		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release,
-		sources: sources}
+		sources: sources, tokens: tokens}
 	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules, Held: p.cutOff})
 	if err != nil {
 		return err
@@ -272,6 +282,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	if _, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.onPod}); err != nil {
 		return err
 	}
+	k.wg.Go(func() { k.renewTokens(ctx, tokens) })
 	return k.refreshVolumesOn(ctx, factory)
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
 	"github.com/restartbed/restartbed/fakekubelet/status"
+	"github.com/restartbed/restartbed/fakekubelet/token"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -72,6 +73,8 @@ type pods struct {
 	events   *events
 	// sources give the ConfigMaps and Secrets containers' environments refer to.
 	sources runtime.Sources
+	// tokens is the token cache the sources' tokens come from; a deleted pod's are dropped.
+	tokens *token.Manager
 
 	mu     sync.Mutex
 	states map[types.UID]*podState
@@ -500,6 +503,7 @@ func (p *pods) finishDeleted(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	p.rt.RemovePod(pod.UID)
+	p.tokens.Forget(pod.UID)
 	p.releaseIP(pod.UID)
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/restartbed/restartbed/fakekubelet/token"
 )
 
 // syncErrorBackOff is how long the pod worker waits before it tries a failed sync again (the
@@ -29,27 +31,20 @@ type apiSources struct {
 	configMaps corelisters.ConfigMapLister
 	secrets    corelisters.SecretLister
 	services   corelisters.ServiceLister
+	// tokens is the kubelet's token cache (pkg/kubelet/token).
+	tokens *token.Manager
 }
 
-// Token asks the TokenRequest API for a token of the pod's service account ("default" when the
-// pod names none), bound to the pod.
+// Token is a token of the pod's service account from the kubelet's token cache.
 func (s apiSources) Token(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds int64) (string, error) {
-	sa := pod.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default"
+	return s.tokens.Token(ctx, pod, audience, expirationSeconds)
+}
+
+// requestToken asks the TokenRequest API for a token of the service account.
+func requestToken(client kubernetes.Interface) token.Request {
+	return func(ctx context.Context, namespace, serviceAccount string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+		return client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, serviceAccount, tr, metav1.CreateOptions{})
 	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: &expirationSeconds,
-		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-	}}
-	if audience != "" {
-		req.Spec.Audiences = []string{audience}
-	}
-	tr, err := s.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
-	if err != nil {
-		return "", err
-	}
-	return tr.Status.Token, nil
 }
 
 // Services lists every Service the informer has.
@@ -120,4 +115,31 @@ func mounts(pod *corev1.Pod, kind, name string) bool {
 		}
 	}
 	return false
+}
+
+// renewTokens writes again, each sync period, the volumes of the pods whose service-account
+// tokens are due for renewal, as the kubelet's periodic remount does through its token manager,
+// and drops expired tokens. A partitioned node's pods keep theirs: their kubelet cannot reach
+// the TokenRequest API.
+func (k *Kubelet) renewTokens(ctx context.Context, tokens *token.Manager) {
+	ticker := k.clock.NewTicker(syncFrequency)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+		tokens.DropExpired()
+		for _, uid := range tokens.Due() {
+			pod := k.pods.lookup(uid)
+			if pod == nil {
+				tokens.Forget(uid)
+				continue
+			}
+			if n := k.nodes.Get(pod.Spec.NodeName); n != nil && !n.Partitioned() {
+				k.rt.RefreshVolumes(ctx, pod)
+			}
+		}
+	}
 }

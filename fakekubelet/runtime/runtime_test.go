@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/network/networktest"
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/fakekubelet/token"
 )
 
 type harness struct {
@@ -486,5 +488,74 @@ func TestTerminationMessageFromLog(t *testing.T) {
 	ps, _ := h.rt.Status(pod.UID)
 	if got := ps.Latest("c").Message; got != "DONE" {
 		t.Errorf("message %q, want %q", got, "DONE")
+	}
+}
+
+// tokenSources are sources whose tokens come from the kubelet's token cache.
+type tokenSources struct {
+	sources
+	tokens *token.Manager
+}
+
+func (s tokenSources) Token(ctx context.Context, pod *corev1.Pod, audience string, expiration int64) (string, error) {
+	return s.tokens.Token(ctx, pod, audience, expiration)
+}
+
+// TestTokenRenewal: a projected token stays the same when the volume is written again for another
+// reason (a ConfigMap update), and once it is due the next write brings the renewed one, as the
+// kubelet's remount does through its token manager.
+func TestTokenRenewal(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	issued := 0
+	tokens, err := token.New(token.Options{Clock: clk, Jitter: func() time.Duration { return 0 },
+		Request: func(_ context.Context, _, _ string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+			issued++
+			out := tr.DeepCopy()
+			out.Status.Token = fmt.Sprintf("t%d", issued)
+			out.Status.ExpirationTimestamp = metav1.NewTime(clk.Now().Add(time.Duration(*tr.Spec.ExpirationSeconds) * time.Second))
+			return out, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := tokenSources{sources: sources{configMaps: map[string]*corev1.ConfigMap{"ns/cfg": {Data: map[string]string{"a": "1"}}}}, tokens: tokens}
+	h := &harness{clock: clk, events: make(chan types.UID, 100)}
+	h.rt, err = New(Options{Clock: h.clock, Sources: src, Notify: func(uid types.UID) { h.events <- uid }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.rt.KillAll(); h.rt.Wait() })
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{{Name: "sa", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](600)}},
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}}}
+	mustRunSandbox(t, h.rt, pod, "10.64.0.2")
+	c := &corev1.Container{Name: "c", Command: []string{"sleep", "inf"}, VolumeMounts: []corev1.VolumeMount{{Name: "sa", MountPath: "/sa"}}}
+	if _, err := h.rt.Start(pod, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		t.Helper()
+		_, out, err := h.rt.Exec(context.Background(), pod.UID, "c", []string{"sh", "-c", "cat /sa/token /sa/a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := read(); got != "t11" {
+		t.Fatalf("volume holds %q", got)
+	}
+	src.configMaps["ns/cfg"] = &corev1.ConfigMap{Data: map[string]string{"a": "2"}}
+	h.rt.RefreshVolumes(context.Background(), pod)
+	if got := read(); got != "t12" {
+		t.Fatalf("after a ConfigMap update the volume holds %q, want the same token", got)
+	}
+	clk.Step(8 * time.Minute)
+	if due := tokens.Due(); len(due) != 1 || due[0] != pod.UID {
+		t.Fatalf("due at 80%% of 600 s: %v", due)
+	}
+	h.rt.RefreshVolumes(context.Background(), pod)
+	if got := read(); got != "t22" {
+		t.Fatalf("after renewal the volume holds %q", got)
 	}
 }
