@@ -27,7 +27,11 @@ import (
 	"github.com/restartbed/restartbed/envtest/controlplane"
 )
 
-var updateDocs = flag.Bool("update-docs", false, "write this run's table into docs/upstream-tests.md")
+var (
+	updateDocs = flag.Bool("update-docs", false, "write this run's table into docs/upstream-tests.md")
+	focus      = flag.String("focus", "", "run only the specs whose text matches this regexp (ginkgo --focus), log each failure whole, "+
+		"and check no pass ratio: for diagnosing a spec")
+)
 
 // minPassRatio is the share of applicable specs that must pass.
 const minPassRatio = 0.9
@@ -80,7 +84,9 @@ type result struct {
 	// outcome is pass, fail or n/a.
 	outcome string
 	// note says why a spec failed or does not apply.
-	note     string
+	note string
+	// failure is ginkgo's whole failure message.
+	failure  string
 	duration time.Duration
 }
 
@@ -105,6 +111,18 @@ func TestNodeE2E(t *testing.T) {
 	token := adminToken(ctx, t, filepath.Join(work, "kubeconfig"))
 
 	results := run(t, s, ginkgo, bin, host, token, work)
+	if *focus != "" {
+		for _, r := range results {
+			if r.outcome == "n/a" {
+				continue // not chosen
+			}
+			t.Logf("%s: %s (%s)\n%s", r.outcome, r.text, r.duration.Round(time.Second), r.failure)
+		}
+		if *updateDocs {
+			t.Error("-update-docs needs every spec: it cannot go with -focus")
+		}
+		return
+	}
 	table := report(t, results)
 	if *updateDocs {
 		writeDocs(t, filepath.Join(root, "docs", "upstream-tests.md"), release, results, table)
@@ -283,6 +301,9 @@ func run(t *testing.T, s suite, ginkgo, bin, host, token, work string) []result 
 	for _, f := range s.focus {
 		args = append(args, "--focus-file="+f)
 	}
+	if *focus != "" {
+		args = append(args, "--focus="+*focus)
+	}
 	for _, na := range notApplicable {
 		if na.file != "" {
 			args = append(args, "--skip-file="+regexp.QuoteMeta(na.file))
@@ -326,6 +347,7 @@ func run(t *testing.T, s suite, ginkgo, bin, host, token, work string) []result 
 			if sr.Failure != nil {
 				message = sr.Failure.Message
 			}
+			res.failure = message
 			switch sr.State {
 			case "passed":
 				res.outcome = "pass"
