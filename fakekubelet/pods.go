@@ -51,6 +51,8 @@ type podState struct {
 	probes map[string]*probeState
 	// stopIssued: instance IDs the kubelet has begun to stop (preStop included).
 	stopIssued map[string]bool
+	// killing: the instances of stopIssued that a live pod's sync killed; its syncs wait for them.
+	killing map[string]bool
 	// restarts: the Restarts of Kills, by container name, until their containers start again.
 	restarts map[string]podactions.Restart
 	// shutdownSince is when the kubelet began shutting the pod down (deletion or terminal).
@@ -124,7 +126,7 @@ func (p *pods) state(uid types.UID) *podState {
 			return eventTime.Sub(lastUpdate) > reset
 		}
 		st = &podState{reasons: map[string]status.Waiting{}, backoff: b, probes: map[string]*probeState{}, stopIssued: map[string]bool{},
-			restarts: map[string]podactions.Restart{}}
+			killing: map[string]bool{}, restarts: map[string]podactions.Restart{}}
 		p.states[uid] = st
 	}
 	return st
@@ -250,9 +252,14 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node) podactions.In
 	if !ok {
 		old = *pod.Status.DeepCopy()
 	}
+	for id := range st.killing {
+		if !rt.Running(id) {
+			delete(st.killing, id) // stopped: the sync that killed it has returned
+		}
+	}
 	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: n.InternalIP().String(), Rules: p.rules,
 		Release: p.release, Probes: st, Reasons: st.reasons, Backoff: st.backoff, Stopping: st.stopIssued,
-		Restarts: st.restarts, PostStart: p.hooks.of(rt),
+		Killing: st.killing, Restarts: st.restarts, PostStart: p.hooks.of(rt),
 		ShutdownSince: st.shutdownSince, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
 }
 
@@ -276,6 +283,7 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 	for _, id := range a.Remove {
 		_ = p.rt.Remove(pod.UID, id)
 		delete(st.stopIssued, id)
+		delete(st.killing, id)
 		delete(st.probes, id)
 	}
 	if a.BeginShutdown && st.shutdownSince.IsZero() {
@@ -291,6 +299,9 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 	}
 	if len(a.HoldBack) > 0 {
 		p.queue.AddAfter(pod.UID, a.RetryAfter())
+	}
+	for _, s := range a.Deferred {
+		st.restarts[s.Container.Name] = podactions.Restart{BackoffKey: s.BackoffKey, BackoffSince: s.BackoffSince}
 	}
 	for _, s := range a.Start {
 		if p.start(ctx, pod, st, rt, s) {
@@ -443,6 +454,9 @@ func (p *pods) hostIP(pod *corev1.Pod) string {
 // container dies, as an exec in it does.
 func (p *pods) kill(ctx context.Context, pod *corev1.Pod, st *podState, k podactions.Kill) {
 	st.stopIssued[k.ID] = true
+	if k.HoldsSync {
+		st.killing[k.ID] = true
+	}
 	if k.Restart != nil {
 		st.restarts[k.Container.Name] = *k.Restart
 	}

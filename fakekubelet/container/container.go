@@ -99,6 +99,19 @@ func (p *PodStatus) Previous(name string) *Status {
 	return nil
 }
 
+// Running reports whether the instance with the ID runs.
+func (p *PodStatus) Running(id string) bool {
+	if p == nil {
+		return false
+	}
+	for i := range p.Containers {
+		if p.Containers[i].ID == id {
+			return p.Containers[i].State == Running
+		}
+	}
+	return false
+}
+
 // Instances returns every instance of the named container, newest first.
 func (p *PodStatus) Instances(name string) []*Status {
 	var out []*Status

@@ -65,6 +65,9 @@ type Kill struct {
 	// Restart, when set, is the start the kubelet decided together with the kill: once the
 	// instance has stopped, the container starts again at once (Input.Restarts).
 	Restart *Restart
+	// HoldsSync: a live pod's sync kills (a failed probe, a changed image, a failed postStart
+	// hook): the pod's next syncs wait until the instance has stopped (Input.Killing).
+	HoldsSync bool
 }
 
 // Restart is a container's start that waits for the instance a Kill stops. The kubelet kills and
@@ -117,6 +120,9 @@ type Actions struct {
 	BeginShutdown bool
 	HoldBack      []HoldBack
 	Start         []Start
+	// Deferred are the starts of a sync that kills (Kill.HoldsSync): SyncPod makes them once
+	// its kills have returned, so they wait as Input.Restarts do.
+	Deferred []Start
 
 	// FinishDeletion: the deleted pod has stopped; delete it from the API for good.
 	FinishDeletion bool
@@ -166,7 +172,11 @@ func (a *Actions) String() string {
 		if len(k.After) > 0 {
 			after = ",after=" + strings.Join(k.After, "+")
 		}
-		add("kill=%s/%s(%s%s%s%s)", k.Container.Name, k.ID, k.Grace, hook, after, redefined)
+		holds := ""
+		if k.HoldsSync {
+			holds = ",holds"
+		}
+		add("kill=%s/%s(%s%s%s%s%s)", k.Container.Name, k.ID, k.Grace, hook, after, redefined, holds)
 	}
 	if a.BeginShutdown {
 		add("shutdown")
@@ -176,6 +186,9 @@ func (a *Actions) String() string {
 	}
 	for _, s := range a.Start {
 		add("start=%s", s.Container.Name)
+	}
+	for _, s := range a.Deferred {
+		add("defer=%s", s.Container.Name)
 	}
 	if a.FinishDeletion {
 		add("finish-deletion")

@@ -48,11 +48,13 @@ type Input struct {
 	Backoff Backoff
 	// Stopping holds the instance IDs the kubelet has already begun to stop.
 	Stopping map[string]bool
+	// Killing holds the instances a live pod's sync killed (Kill.HoldsSync), by ID.
+	Killing map[string]bool
 	// PostStart holds the instances whose postStart hook has not succeeded, by ID: true while it
 	// runs, false once it failed.
 	PostStart map[string]bool
-	// Restarts are the Restarts of Kills, by container name, whose containers have not
-	// started again since.
+	// Restarts are the starts a sync decided together with its kills (Kill.Restart, Deferred),
+	// by container name, whose containers have not started since.
 	Restarts map[string]Restart
 	// ShutdownSince is when the pod's shutdown began, zero before.
 	ShutdownSince time.Time
@@ -92,6 +94,15 @@ func (p *planner) compute() {
 	// The kubelet runs a postStart hook inside SyncPod: until it returns, the pod's next sync
 	// waits, and nothing is published or started. A deletion does not wait.
 	if !deleted && p.postStartRunning() {
+		return
+	}
+	// SyncPod kills the containers it decided to kill one after another and waits for each
+	// (killContainer returns once the preStop hook has run and the container has stopped, or
+	// the grace is over): until then the pod's next sync waits, and nothing is published,
+	// killed, started or restarted. The probe workers go on (a stopping container's readiness
+	// only).
+	if !deleted && !restart.IsTerminal(pod.Status.Phase) && p.killing() {
+		p.out.Probe = ProbeRunning
 		return
 	}
 	// A RestartAllContainers cleanup in progress goes on without publishing anything: the
@@ -145,11 +156,19 @@ func (p *planner) run(gen corev1.PodStatus) {
 		// containers show, so it too must reach the API before anything starts.
 		p.out.Publish = PublishAndWait
 	}
+	p.out.Probe = ProbeRunning
 	p.killFailedPostStart()
 	p.killRedefined()
 	p.killProbeFailures()
+	kills := len(p.out.Kill)
 	p.startContainers()
-	p.out.Probe = ProbeRunning
+	if kills > 0 {
+		// SyncPod starts what it decided to start only once its kills have returned.
+		for i := range p.out.Kill[:kills] {
+			p.out.Kill[i].HoldsSync = true
+		}
+		p.out.Deferred, p.out.Start = p.out.Start, nil
+	}
 }
 
 // cleanUp advances a RestartAllContainers cleanup by one step: every instance of every init
@@ -183,10 +202,20 @@ func (p *planner) cleanUp() {
 	p.out.Requeue = true // cleaned up: the next sync publishes the cleaned status and starts over
 }
 
+// killing reports whether an instance a sync killed is still running.
+func (p *planner) killing() bool {
+	for id := range p.in.Killing {
+		if p.in.Runtime.Running(id) {
+			return true
+		}
+	}
+	return false
+}
+
 // postStartRunning reports whether a running instance's postStart hook runs.
 func (p *planner) postStartRunning() bool {
 	for id, running := range p.in.PostStart {
-		if running && slices.ContainsFunc(p.in.Runtime.Containers, func(s container.Status) bool { return s.ID == id && s.State == container.Running }) {
+		if running && p.in.Runtime.Running(id) {
 			return true
 		}
 	}
@@ -257,14 +286,14 @@ func (p *planner) killAndRestart(c *corev1.Container, inst *container.Status, gr
 	}
 }
 
-// startRestarts starts the containers whose killed instance has exited and that the kill
-// restarts, and plans nothing else: the sync that follows the start publishes.
+// startRestarts makes the starts a sync that killed decided (Restarts) once nothing it killed
+// runs, and plans nothing else: the sync that follows the starts publishes.
 func (p *planner) startRestarts() bool {
 	for _, list := range [][]corev1.Container{p.in.Pod.Spec.InitContainers, p.in.Pod.Spec.Containers} {
 		for i := range list {
 			c := &list[i]
 			r, ok := p.in.Restarts[c.Name]
-			if latest := p.in.Runtime.Latest(c.Name); ok && latest != nil && latest.State == container.Exited {
+			if latest := p.in.Runtime.Latest(c.Name); ok && (latest == nil || latest.State == container.Exited) {
 				p.out.Start = append(p.out.Start, Start{Container: c, BackoffKey: r.BackoffKey, BackoffSince: r.BackoffSince})
 			}
 		}
@@ -423,7 +452,14 @@ func (p *planner) heldBack(c *corev1.Container, since time.Time) (key string, he
 func (p *planner) shutDown() {
 	pod, rt := p.in.Pod, p.in.Runtime
 	if running(rt) {
-		p.out.Publish, p.out.Status = PublishAsync, status.Generate(p.statusInput(rt, false))
+		gen := status.Generate(p.statusInput(rt, false))
+		if restart.IsTerminal(gen.Phase) && !restart.IsTerminal(pod.Status.Phase) {
+			// The status manager holds a terminal phase back while the pod could have running
+			// containers (mergePodStatus in pkg/kubelet/status/status_manager.go): the API keeps
+			// the phase, reason and message it has until the last container has stopped.
+			gen.Phase, gen.Reason, gen.Message = pod.Status.Phase, pod.Status.Reason, pod.Status.Message
+		}
+		p.out.Publish, p.out.Status = PublishAsync, gen
 		p.stopAll()
 		p.out.Probe = ProbeTerminating
 		return

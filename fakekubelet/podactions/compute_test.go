@@ -135,6 +135,8 @@ type computeCase struct {
 	probes   probeResults
 	backoff  heldBack
 	stopping []string
+	// killing lists instances a sync killed (Input.Killing).
+	killing []string
 	// restarts lists containers whose kill restarts them.
 	restarts []string
 	// postStart are instances whose postStart hook runs (true) or failed (false).
@@ -177,6 +179,13 @@ func TestCompute(t *testing.T) {
 		{name: "a failed init container under restartPolicy Never fails the pod", pod: groupPod(),
 			rt:   instances(exitedInst("init", "i1", 0, 1)),
 			want: "stop-sandbox publish=async(Failed)"},
+		{name: "a pod failed by an init container after its sidecar keeps its phase until the sidecar has stopped",
+			pod: with(groupPod(), func(p *corev1.Pod) {
+				p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "init2", Image: image})
+				p.Status.Phase = corev1.PodPending
+			}),
+			rt: instances(exitedInst("init2", "j1", 0, 1), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)), probes: agentStarted,
+			want: "publish=async(Pending) kill=agent/a1(30s) shutdown probe=terminating"},
 
 		// Crash-loop backoff.
 		{name: "a crashed container restarts when its backoff allows", pod: simplePod(), rt: instances(exitedInst("main", "m1", 0, 1)),
@@ -193,31 +202,45 @@ func TestCompute(t *testing.T) {
 		// Probes.
 		{name: "a failed liveness probe kills the instance with the pod's grace", pod: simplePod(), rt: instances(runningInst("main", "m1", 0)),
 			probes: probeResults{failed: map[string]string{"m1": "liveness"}},
-			want:   "publish=async(Running) kill=main/m1(30s,restart) probe=running"},
+			want:   "publish=async(Running) kill=main/m1(30s,restart,holds) probe=running"},
 		{name: "a failed startup probe's own grace wins", rt: instances(runningInst("main", "m1", 0)),
 			pod: with(simplePod(), func(p *corev1.Pod) {
 				p.Spec.Containers[0].StartupProbe = &corev1.Probe{TerminationGracePeriodSeconds: ptr.To[int64](3)}
 			}),
 			probes: probeResults{failed: map[string]string{"m1": "startup"}},
-			want:   "publish=async(Running) kill=main/m1(3s,restart) probe=running"},
+			want:   "publish=async(Running) kill=main/m1(3s,restart,holds) probe=running"},
 		{name: "a probe kill under restartPolicy Never does not restart", rt: instances(runningInst("main", "m1", 0)),
 			pod:    with(simplePod(), func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }),
 			probes: probeResults{failed: map[string]string{"m1": "liveness"}},
-			want:   "publish=async(Running) kill=main/m1(30s) probe=running"},
+			want:   "publish=async(Running) kill=main/m1(30s,holds) probe=running"},
 		{name: "a probe kill's restart waits out the backoff of the instance before", pod: simplePod(),
 			rt:      instances(runningInst("main", "m2", 1), exitedInst("main", "m1", 0, 1)),
 			probes:  probeResults{failed: map[string]string{"m2": "liveness"}},
 			backoff: heldBack{"main@" + image: 20 * time.Second},
-			want:    "publish=async(Running) kill=main/m2(30s) hold=main(CrashLoopBackOff 19s) probe=running"},
+			want:    "publish=async(Running) kill=main/m2(30s,holds) hold=main(CrashLoopBackOff 19s) probe=running"},
 		{name: "an instance already stopping is not killed again", pod: simplePod(), rt: instances(runningInst("main", "m1", 0)),
 			probes: probeResults{failed: map[string]string{"m1": "liveness"}}, stopping: []string{"m1"},
 			want: "publish=async(Running) probe=running"},
+
+		{name: "while a sync's kill runs, the pod's syncs wait; the probes go on", rt: instances(runningInst("main", "m1", 0), runningInst("side", "s1", 0)),
+			pod: with(simplePod(), func(p *corev1.Pod) {
+				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side", Image: image})
+			}),
+			probes: probeResults{failed: map[string]string{"s1": "liveness"}}, stopping: []string{"m1"}, killing: []string{"m1"},
+			want: "probe=running"},
+		{name: "a deleted pod does not wait for a sync's kill", pod: with(simplePod(), deleted(30)),
+			rt: instances(runningInst("main", "m1", 0)), stopping: []string{"m1"}, killing: []string{"m1"},
+			want: "publish=async(Running) shutdown probe=terminating"},
+		{name: "once a sync's kills have returned, its deferred starts are made together", pod: groupPod(), probes: agentStarted,
+			rt:       instances(fromImage(exitedInst("agent", "a1", 0, 137), "busybox:1.35"), exitedInst("init", "i1", 0, 0)),
+			restarts: []string{"agent", "worker", "helper"}, killing: []string{"a1"},
+			want: "start=agent start=worker start=helper requeue"},
 
 		// A changed definition (an updated image).
 		{name: "a regular container whose image changed is killed to restart, whatever the policy",
 			pod:  with(simplePod(), func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }),
 			rt:   instances(fromImage(runningInst("main", "m1", 0), "busybox:1.35")),
-			want: "publish=async(Running) kill=main/m1(30s,restart) probe=running"},
+			want: "publish=async(Running) kill=main/m1(30s,restart,holds) probe=running"},
 		{name: "an instance of the current image is kept", pod: simplePod(), rt: instances(fromImage(runningInst("main", "m1", 0), image)),
 			want: "publish=async(Running) probe=running"},
 		{name: "once stopped, a container its kill restarts starts at once and nothing is published",
@@ -227,7 +250,7 @@ func TestCompute(t *testing.T) {
 			want: "start=main requeue"},
 		{name: "a started sidecar whose image changed restarts", pod: groupPod(), probes: agentStarted,
 			rt:   instances(fromImage(runningInst("agent", "a1", 0), "busybox:1.35"), exitedInst("init", "i1", 0, 0)),
-			want: "publish=async(Pending) kill=agent/a1(30s,restart) start=worker start=helper probe=running"},
+			want: "publish=async(Pending) kill=agent/a1(30s,restart,holds) defer=worker defer=helper probe=running"},
 		{name: "a sidecar waiting for its startup probe keeps its old image", pod: groupPod(),
 			rt:   instances(fromImage(runningInst("agent", "a1", 0), "busybox:1.35"), exitedInst("init", "i1", 0, 0)),
 			want: "publish=async(Pending) probe=running"},
@@ -241,7 +264,7 @@ func TestCompute(t *testing.T) {
 			probes: agentStarted, want: ""},
 		{name: "a failed postStart hook kills the instance", pod: simplePod(),
 			rt: instances(runningInst("main", "m1", 0)), postStart: map[string]bool{"m1": false},
-			want: "publish=async(Running) kill=main/m1(30s) probe=running"},
+			want: "publish=async(Running) kill=main/m1(30s,holds) probe=running"},
 
 		// RestartAllContainers.
 		{name: "the trigger is published and waited for before the first kill", pod: groupPod(),
@@ -325,12 +348,16 @@ func (tc computeCase) run(t *testing.T, minor uint) {
 	for _, id := range tc.stopping {
 		stopping[id] = true
 	}
+	killing := map[string]bool{}
+	for _, id := range tc.killing {
+		killing[id] = true
+	}
 	restarts := map[string]Restart{}
 	for _, name := range tc.restarts {
 		restarts[name] = Restart{}
 	}
 	in := Input{Restarts: restarts, PostStart: tc.postStart, Pod: tc.pod.DeepCopy(), Old: tc.old, Runtime: tc.rt, HostIP: "172.16.0.1", Rules: restart.Rules{RestartAll: !tc.gateOff},
-		Release: release.Minor(minor), Probes: tc.probes, Backoff: tc.backoff, Stopping: stopping, MinGrace: time.Second, Now: now}
+		Release: release.Minor(minor), Probes: tc.probes, Backoff: tc.backoff, Stopping: stopping, Killing: killing, MinGrace: time.Second, Now: now}
 	if tc.old.Phase == "" && tc.old.Conditions == nil && tc.old.ContainerStatuses == nil {
 		in.Old = *tc.pod.Status.DeepCopy()
 	}
