@@ -53,7 +53,8 @@ type podState struct {
 	stopIssued map[string]bool
 	// killing: the instances of stopIssued that a live pod's sync killed; its syncs wait for them.
 	killing map[string]bool
-	// restarts: the Restarts of Kills, by container name, until their containers start again.
+	// restarts: the starts decided with a sync's kills (Kill.Restart, Actions.Deferred), by
+	// container name, until their containers start.
 	restarts map[string]podactions.Restart
 	// shutdownSince is when the kubelet began shutting the pod down (deletion or terminal).
 	shutdownSince time.Time

@@ -70,9 +70,10 @@ type Kill struct {
 	HoldsSync bool
 }
 
-// Restart is a container's start that waits for the instance a Kill stops. The kubelet kills and
-// starts within one SyncPod, checking the crash-loop backoff against the newest instance that
-// had exited before the kill; the start does not depend on how the killed instance exits.
+// Restart is a container's start that waits for the instances a sync kills: its own (Kill.Restart)
+// or any other (Actions.Deferred). The kubelet kills and starts within one SyncPod, checking the
+// crash-loop backoff against the newest instance that had exited before the kill; the start does
+// not depend on how the killed instance exits.
 type Restart struct {
 	// BackoffKey is the backoff entry the start advances; empty when no instance had exited.
 	BackoffKey string
