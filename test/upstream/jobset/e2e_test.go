@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -168,14 +171,42 @@ webhook: {host: %q, port: %d, certDir: %q}
 	if err := manager.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- manager.Wait() }()
 	t.Cleanup(func() {
 		_ = manager.Process.Kill()
-		_ = manager.Wait()
+		<-exited
 		if t.Failed() {
 			t.Logf("upstream's manager said (last 4 KiB):\n%s", tail(logs.String(), 4096))
 		}
 	})
+	// As on a cluster, where a JobSet is applied once the manager's Deployment is ready (its
+	// readyz waits for the webhook server), nothing is applied before the webhooks answer: the
+	// apiserver would reject it with "connection refused".
+	addr := net.JoinHostPort(serving.Host, strconv.Itoa(serving.Port))
+	deadline := time.NewTimer(managerStartTimeout)
+	defer deadline.Stop()
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = conn.Close()
+			return
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("upstream's manager exited before serving its webhooks: %v", err)
+		case <-deadline.C:
+			t.Fatalf("upstream's manager does not serve its webhooks at %s after %v: %v", addr, managerStartTimeout, err)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
+
+// managerStartTimeout bounds how long upstream's manager may take to serve its webhooks.
+const managerStartTimeout = 2 * time.Minute
 
 func tail(s string, n int) string {
 	if len(s) > n {
