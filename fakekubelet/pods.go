@@ -234,12 +234,12 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 			p.queue.AddAfter(pod.UID, syncErrorBackOff)
 			in.Runtime = &container.PodStatus{UID: pod.UID} // no sandbox, nothing created
 			waiting := podactions.Compute(in)
-			return p.apply(ctx, pod, st, in.Runtime, &podactions.Actions{Publish: waiting.Publish, Status: waiting.Status})
+			return p.apply(ctx, pod, st, &in, &podactions.Actions{Publish: waiting.Publish, Status: waiting.Status})
 		}
 		in = p.input(pod, st, n)
 		actions = podactions.Compute(in)
 	}
-	return p.apply(ctx, pod, st, in.Runtime, &actions)
+	return p.apply(ctx, pod, st, &in, &actions)
 }
 
 // input gathers what the pod's sync reads: the runtime's and the status manager's views of the
@@ -264,9 +264,10 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node) podactions.In
 		ShutdownSince: st.shutdownSince, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
 }
 
-// apply does what podactions planned for the pod, in the order Actions gives; rt is the
-// runtime's view the plan was made on.
-func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, a *podactions.Actions) error {
+// apply does what podactions planned for the pod, in the order Actions gives; in is what the
+// plan was made on.
+func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *podactions.Input, a *podactions.Actions) error {
+	rt := in.Runtime
 	if a.StopSandbox {
 		p.rt.StopSandbox(pod.UID)
 		p.releaseIP(pod.UID) // a stopped sandbox gives its address back; the status keeps showing it
@@ -317,7 +318,11 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		}
 	}
 	if a.Probe != podactions.ProbeNone {
-		p.probe(ctx, pod, st, rt, a.Probe)
+		shown := &in.Old
+		if a.Publish != podactions.PublishNone {
+			shown = &a.Status
+		}
+		p.probe(ctx, pod, st, rt, shown, a.Probe)
 	}
 	if a.Requeue {
 		p.queue.Add(pod.UID)

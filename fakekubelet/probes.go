@@ -13,6 +13,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/podactions"
+	"github.com/restartbed/restartbed/fakekubelet/restart"
 )
 
 // probeKind is one of a container's three probes.
@@ -65,11 +66,14 @@ func (k probeKind) of(c *corev1.Container) *corev1.Probe {
 }
 
 // probe runs the probes that are due for the running containers the plan was made on and
-// records their results; it acts on none of them. A result that changes what the pod's next
-// plan does (started, ready, a liveness or startup failure that kills the instance) brings a
-// sync at once; the next due probe brings one then. While the pod terminates only readiness
-// probes go on, as the kubelet's probe workers do (see release.Kubelet.ExecProbesWhileTerminating).
-func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, mode podactions.Probe) {
+// records their results; it acts on none of them. Like the kubelet's probe workers, which find
+// the instance to probe in the status manager's cache, it probes only the instances that the
+// status the kubelet holds (shown) has running: not one whose postStart hook still holds the
+// sync that started it. A result that changes what the pod's next plan does (started, ready, a
+// liveness or startup failure that kills the instance) brings a sync at once; the next due probe
+// brings one then. While the pod terminates only readiness probes go on, as the kubelet's probe
+// workers do (see release.Kubelet.ExecProbesWhileTerminating).
+func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, shown *corev1.PodStatus, mode podactions.Probe) {
 	now := p.clock.Now()
 	kinds := []probeKind{startupProbe, livenessProbe, readinessProbe}
 	if mode == podactions.ProbeTerminating {
@@ -77,12 +81,18 @@ func (p *pods) probe(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 	}
 	var nextDue time.Time
 	changed := false
-	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range list {
-			c := &list[i]
+	for _, list := range []struct {
+		specs    []corev1.Container
+		statuses []corev1.ContainerStatus
+	}{{pod.Spec.InitContainers, shown.InitContainerStatuses}, {pod.Spec.Containers, shown.ContainerStatuses}} {
+		for i := range list.specs {
+			c := &list.specs[i]
 			inst := rt.Latest(c.Name)
 			if inst == nil || inst.State != container.Running ||
 				(c.StartupProbe == nil && c.LivenessProbe == nil && c.ReadinessProbe == nil) {
+				continue
+			}
+			if cs := restart.StatusOf(list.statuses, c.Name); cs == nil || cs.State.Running == nil || container.InstanceID(cs.ContainerID) != inst.ID {
 				continue
 			}
 			ps := st.probes[inst.ID]

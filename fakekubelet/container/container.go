@@ -7,6 +7,7 @@
 package container
 
 import (
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -57,8 +58,20 @@ type Status struct {
 	SpecImage string
 }
 
+// idScheme prefixes an instance's ID in the API (the runtime's name, as containerd's).
+const idScheme = "containerd://"
+
 // ContainerID is the status's ID as the API shows it.
-func (s *Status) ContainerID() string { return "containerd://" + s.ID }
+func (s *Status) ContainerID() string { return idScheme + s.ID }
+
+// InstanceID is the instance ID in a container status's containerID ("containerd://ID"); an ID
+// without a scheme is returned as it is.
+func InstanceID(containerID string) string {
+	if _, id, found := strings.Cut(containerID, "://"); found {
+		return id
+	}
+	return containerID
+}
 
 // PodStatus is a snapshot of one pod's sandbox and container instances.
 type PodStatus struct {

@@ -91,18 +91,20 @@ func (p *planner) compute() {
 		p.out.CreateSandbox = true
 		return
 	}
-	// The kubelet runs a postStart hook inside SyncPod: until it returns, the pod's next sync
-	// waits, and nothing is published or started. A deletion does not wait.
-	if !deleted && p.postStartRunning() {
-		return
-	}
-	// SyncPod kills the containers it decided to kill one after another and waits for each
-	// (killContainer returns once the preStop hook has run and the container has stopped, or
-	// the grace is over): until then the pod's next sync waits, and nothing is published,
-	// killed, started or restarted. The probe workers go on (a stopping container's readiness
-	// only).
-	if !deleted && !restart.IsTerminal(pod.Status.Phase) && p.killing() {
+	// The kubelet runs a postStart hook inside SyncPod, and kills what SyncPod decided to kill
+	// one after another, waiting for each (killContainer returns once the preStop hook has run
+	// and the container has stopped, or the grace is over). Until then the pod's next sync
+	// waits: nothing is killed, started or restarted, and the status changes only by what the
+	// probe workers find, which go on (a stopping container's readiness only). A deletion does
+	// not wait for a postStart hook; a shutdown does not wait for a sync's kill.
+	if !deleted && (p.postStartRunning() || (!restart.IsTerminal(pod.Status.Phase) && p.killing())) {
 		p.out.Probe = ProbeRunning
+		if restart.IsTerminal(pod.Status.Phase) {
+			p.out.Probe = ProbeTerminating
+		}
+		if s, changed := status.ApplyProbeResults(p.statusInput(rt, false)); changed {
+			p.out.Publish, p.out.Status = PublishAsync, s
+		}
 		return
 	}
 	// A RestartAllContainers cleanup in progress goes on without publishing anything: the

@@ -55,11 +55,22 @@ func restartAllOn(codes ...int32) []corev1.ContainerRestartRule {
 func triggered() corev1.PodStatus {
 	pod := groupPod()
 	rt := instances(exitedInst("worker", "w1", 0, 42), runningInst("helper", "h1", 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0))
-	return status.Generate(status.Input{Pod: pod, Runtime: rt, Rules: restart.Rules{RestartAll: true}, Now: now,
-		Probes: probeResults{started: map[string]bool{"a1": true}}})
+	return generated(pod, rt, agentStarted)
 }
 
 var agentStarted = probeResults{started: map[string]bool{"a1": true}}
+
+// generated is the status the kubelet generated for the pod on rt with the probe results.
+func generated(pod *corev1.Pod, rt *container.PodStatus, probes probeResults) corev1.PodStatus {
+	return status.Generate(status.Input{Pod: pod, Runtime: rt, Rules: restart.Rules{RestartAll: true}, Probes: probes, Now: now})
+}
+
+// withReadySide adds a container with a readiness probe, "side".
+func withReadySide(pod *corev1.Pod) *corev1.Pod {
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "side", Image: image,
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}})
+	return pod
+}
 
 // probeResults are recorded probe results by instance ID.
 type probeResults struct {
@@ -228,6 +239,11 @@ func TestCompute(t *testing.T) {
 			}),
 			probes: probeResults{failed: map[string]string{"s1": "liveness"}}, stopping: []string{"m1"}, killing: []string{"m1"},
 			want: "probe=running"},
+		{name: "while a sync's kill runs, what the readiness probes find is published at once", pod: withReadySide(simplePod()),
+			old: generated(withReadySide(simplePod()), instances(runningInst("main", "m1", 0), runningInst("side", "s1", 0)), probeResults{}),
+			rt:  instances(runningInst("main", "m1", 0), runningInst("side", "s1", 0)), stopping: []string{"m1"}, killing: []string{"m1"},
+			probes: probeResults{ready: map[string]bool{"s1": true}},
+			want:   "publish=async(Running) probe=running", status: "side Running last=- rc=0 started=true ready=true"},
 		{name: "a deleted pod does not wait for a sync's kill", pod: with(simplePod(), deleted(30)),
 			rt: instances(runningInst("main", "m1", 0)), stopping: []string{"m1"}, killing: []string{"m1"},
 			want: "publish=async(Running) shutdown probe=terminating"},
@@ -259,9 +275,14 @@ func TestCompute(t *testing.T) {
 			want: "publish=async(Pending) probe=running"},
 
 		// postStart hooks.
-		{name: "while a postStart hook runs, the pod's sync waits", pod: groupPod(),
+		{name: "while a postStart hook runs, the pod's sync waits; the probes go on", pod: groupPod(),
 			rt: instances(runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)), postStart: map[string]bool{"a1": true},
-			probes: agentStarted, want: ""},
+			probes: agentStarted, want: "probe=running"},
+		{name: "while a postStart hook runs, a startup probe's success is published at once", pod: groupPod(),
+			old:    generated(groupPod(), instances(runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)), probeResults{}),
+			rt:     instances(runningInst("worker", "w1", 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
+			probes: agentStarted, postStart: map[string]bool{"w1": true},
+			want: "publish=async(Pending) probe=running", status: "agent Running last=- rc=0 started=true ready=false"},
 		{name: "a failed postStart hook kills the instance", pod: simplePod(),
 			rt: instances(runningInst("main", "m1", 0)), postStart: map[string]bool{"m1": false},
 			want: "publish=async(Running) kill=main/m1(30s,holds) probe=running"},
@@ -396,7 +417,8 @@ func statusLines(s corev1.PodStatus) string {
 	}
 	for _, list := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for _, c := range list {
-			fmt.Fprintf(&b, "%s %s last=%s rc=%d started=%t\n", c.Name, podtext.State(c.State), podtext.State(c.LastTerminationState), c.RestartCount, ptr.Deref(c.Started, false))
+			fmt.Fprintf(&b, "%s %s last=%s rc=%d started=%t ready=%t\n", c.Name, podtext.State(c.State), podtext.State(c.LastTerminationState),
+				c.RestartCount, ptr.Deref(c.Started, false), c.Ready)
 		}
 	}
 	return b.String()

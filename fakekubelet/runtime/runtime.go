@@ -25,7 +25,6 @@ import (
 	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -746,10 +745,7 @@ func (r *Runtime) Log(uid types.UID, name string, previous bool) (*logs.Log, boo
 
 // LogOf returns the log of the pod's instance with containerID ("containerd://ID" or ID).
 func (r *Runtime) LogOf(uid types.UID, containerID string) (*logs.Log, bool) {
-	_, id, found := strings.Cut(containerID, "://")
-	if !found {
-		id = containerID
-	}
+	id := container.InstanceID(containerID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, in := r.find(uid, id); in != nil {

@@ -307,7 +307,7 @@ func (g *generator) applyProbes(containers []corev1.Container, statuses []corev1
 		c := &containers[i]
 		st := restart.StatusOf(statuses, c.Name)
 		started := st.State.Running != nil &&
-			(c.StartupProbe == nil || (g.in.Probes != nil && g.in.Probes.Started(strings.TrimPrefix(st.ContainerID, "containerd://"))))
+			(c.StartupProbe == nil || (g.in.Probes != nil && g.in.Probes.Started(container.InstanceID(st.ContainerID))))
 		st.Started = &started
 		if isInit && !restart.IsSidecar(c) {
 			if st.State.Terminated != nil && st.State.Terminated.ExitCode == 0 {
@@ -319,7 +319,7 @@ func (g *generator) applyProbes(containers []corev1.Container, statuses []corev1
 			continue
 		}
 		st.Ready = st.State.Running != nil &&
-			(c.ReadinessProbe == nil || (g.in.Probes != nil && g.in.Probes.Ready(strings.TrimPrefix(st.ContainerID, "containerd://"))))
+			(c.ReadinessProbe == nil || (g.in.Probes != nil && g.in.Probes.Ready(container.InstanceID(st.ContainerID))))
 	}
 }
 
@@ -356,7 +356,13 @@ func (g *generator) conditions(s *corev1.PodStatus) []corev1.PodCondition {
 	if g.in.Rules.CouldRestartAll(&pod.Spec) {
 		conds = append(conds, g.restartingAll(s.Phase))
 	}
-	// The status manager keeps a condition's transition time while its status stays.
+	g.keepTransitionTimes(conds)
+	return conds
+}
+
+// keepTransitionTimes stamps the kubelet's conditions as the status manager does: a condition
+// keeps its transition time while its status stays, and takes the time now when it changes.
+func (g *generator) keepTransitionTimes(conds []corev1.PodCondition) {
 	for i := range conds {
 		c := &conds[i]
 		if !slices.Contains(kubeletConditions, c.Type) {
@@ -369,7 +375,6 @@ func (g *generator) conditions(s *corev1.PodStatus) []corev1.PodCondition {
 			}
 		}
 	}
-	return conds
 }
 
 // readyToStartContainers is the PodReadyToStartContainers condition: True while the sandbox is

@@ -287,6 +287,36 @@ var _ = Describe("Pod lifecycle", func() {
 		}
 	})
 
+	It("publishes a readiness change while a liveness kill's preStop hook holds the pod's sync", func(ctx context.Context) {
+		// main fails its liveness probe once /shared/die exists. Its preStop hook makes side
+		// unready a second later, then takes 4 s more and clears both files: side's readiness
+		// changes while the sync that killed main waits for it.
+		exec := func(script string) corev1.ProbeHandler {
+			return corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}
+		}
+		main := builders.MakeContainer("main").Mount("shared", "/shared").
+			Shell("trap 'exit 0' TERM; [ -f /shared/done ] || { sleep 2; touch /shared/die /shared/done; }; sleep 3600").Obj()
+		main.LivenessProbe = &corev1.Probe{ProbeHandler: exec("test ! -f /shared/die"), PeriodSeconds: 1, FailureThreshold: 1}
+		main.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+			Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "sleep 1; touch /shared/unready; sleep 4; rm /shared/die /shared/unready"}}}}
+		side := builders.MakeContainer("side").Mount("shared", "/shared").Shell("sleep 3600").Obj()
+		side.ReadinessProbe = &corev1.Probe{ProbeHandler: exec("test ! -f /shared/unready"), PeriodSeconds: 1, FailureThreshold: 1}
+		pod := builders.MakePod("held", ns).RestartPolicy(corev1.RestartPolicyAlways).EmptyDir("shared").Container(main).Container(side).Obj()
+		h := create(ctx, pod)
+		Eventually(func() int32 {
+			cs := specs.ContainerStatus(h.Latest(), "main")
+			if cs == nil || cs.State.Running == nil {
+				return 0
+			}
+			return cs.RestartCount
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(BeEquivalentTo(1), "main was killed by its liveness probe and restarted")
+		Expect(h.Index(0, func(p *corev1.Pod) bool {
+			m, s, ready := specs.ContainerStatus(p, "main"), specs.ContainerStatus(p, "side"), specs.Condition(p, corev1.PodReady)
+			return m != nil && s != nil && ready != nil && m.RestartCount == 0 && state(m) == "Running" && !s.Ready &&
+				ready.Status == corev1.ConditionFalse
+		})).To(BeNumerically(">=", 0), "side was seen unready, and the pod not Ready, while main's first instance ran its preStop hook")
+	})
+
 	It("shuts a deleted pod down gracefully, sidecars last, and removes it", func(ctx context.Context) {
 		pod := builders.MakePod("graceful", ns).
 			InitContainer(builders.MakeContainer("sidecar").RestartPolicy(corev1.ContainerRestartPolicyAlways).Shell("sleep 3600").Obj()).
