@@ -175,9 +175,8 @@ webhook: {host: %q, port: %d, certDir: %q}
 	go func() { exited <- manager.Wait() }()
 	t.Cleanup(func() {
 		_ = manager.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("upstream's manager said (last 4 KiB):\n%s", tail(logs.String(), 4096))
+		if err := <-exited; t.Failed() {
+			t.Logf("upstream's manager (%v) said (last 4 KiB):\n%s", err, tail(logs.String(), 4096))
 		}
 	})
 	// As on a cluster, where a JobSet is applied once the manager's Deployment is ready (its
