@@ -15,6 +15,8 @@ import (
 // only the started and ready flags of the running containers whose probe found otherwise, and
 // the ContainersReady and Ready conditions that follow from them. It reports whether anything
 // changed. Containers without the probe are left alone: their flags change only with a sync.
+// This is not applyProbes on the old status: there a started container without a readiness
+// probe is ready at once, here a startup result moves the started flag only.
 func ApplyProbeResults(in Input) (corev1.PodStatus, bool) {
 	if in.Probes == nil {
 		return in.Old, false
@@ -51,17 +53,13 @@ func ApplyProbeResults(in Input) (corev1.PodStatus, bool) {
 	g := generator{in: in}
 	all := slices.Concat(s.InitContainerStatuses, s.ContainerStatuses)
 	containersReady := g.containersReady(all, s.Phase)
-	set := func(cond corev1.PodCondition) {
-		for i := range s.Conditions {
-			if s.Conditions[i].Type == cond.Type {
-				s.Conditions[i] = cond
-				return
-			}
+	for _, cond := range []corev1.PodCondition{g.podReady(containersReady, s.Conditions), containersReady} {
+		if i := slices.IndexFunc(s.Conditions, func(c corev1.PodCondition) bool { return c.Type == cond.Type }); i >= 0 {
+			s.Conditions[i] = cond
+		} else {
+			s.Conditions = append(s.Conditions, cond)
 		}
-		s.Conditions = append(s.Conditions, cond)
 	}
-	set(g.podReady(containersReady, s.Conditions))
-	set(containersReady)
 	g.keepTransitionTimes(s.Conditions)
 	return s, true
 }
