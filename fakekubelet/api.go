@@ -87,6 +87,7 @@ func (k *Kubelet) serveAPI(ifaces map[string]*network.Interface) error {
 			}
 			return out
 		},
+		Status:  k.status.Latest,
 		Configz: k.configz,
 		Clock:   k.clock,
 	})

@@ -55,6 +55,10 @@ type Options struct {
 	// Pod returns a pod bound to the node by namespace and name; Pods every pod bound to it.
 	Pod  func(node, namespace, name string) (*corev1.Pod, bool)
 	Pods func(node string) []*corev1.Pod
+	// Status returns the status the kubelet last generated for a pod, which may be ahead of the
+	// API's: logs pick the container instance from it, as the kubelet reads its status manager's
+	// cache. Without it, or for a pod it has none for, the pod's status from the API is used.
+	Status func(uid types.UID) (corev1.PodStatus, bool)
 	// Authenticator and Authorizer check every request; required.
 	Authenticator authenticator.Request
 	Authorizer    authorizer.Authorizer
@@ -279,7 +283,13 @@ func (n *nodeAPI) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("container %q not found in pod %q", container, name), http.StatusNotFound)
 		return
 	}
-	id, err := logContainerID(pod, container, opts.Previous)
+	status := pod.Status
+	if n.s.opts.Status != nil {
+		if latest, ok := n.s.opts.Status(pod.UID); ok {
+			status = latest
+		}
+	}
+	id, err := logContainerID(pod.Name, &status, container, opts.Previous)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -342,9 +352,9 @@ func hasContainer(pod *corev1.Pod, name string) bool {
 
 // logContainerID picks the instance whose log is read from the container's status, as the
 // kubelet's validateContainerLogStatus does, with its messages.
-func logContainerID(pod *corev1.Pod, name string, previous bool) (string, error) {
+func logContainerID(podName string, status *corev1.PodStatus, name string, previous bool) (string, error) {
 	var cs *corev1.ContainerStatus
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+	for _, list := range [][]corev1.ContainerStatus{status.ContainerStatuses, status.InitContainerStatuses, status.EphemeralContainerStatuses} {
 		for i := range list {
 			if list[i].Name == name {
 				cs = &list[i]
@@ -352,13 +362,13 @@ func logContainerID(pod *corev1.Pod, name string, previous bool) (string, error)
 		}
 	}
 	if cs == nil {
-		return "", fmt.Errorf("container %q in pod %q is not available", name, pod.Name)
+		return "", fmt.Errorf("container %q in pod %q is not available", name, podName)
 	}
 	last := cs.LastTerminationState.Terminated
 	switch st := cs.State; {
 	case previous:
 		if last == nil || last.ContainerID == "" {
-			return "", fmt.Errorf("previous terminated container %q in pod %q not found", name, pod.Name)
+			return "", fmt.Errorf("previous terminated container %q in pod %q not found", name, podName)
 		}
 		return last.ContainerID, nil
 	case st.Running != nil:
@@ -370,22 +380,22 @@ func logContainerID(pod *corev1.Pod, name string, previous bool) (string, error)
 		if last != nil && last.ContainerID != "" {
 			return last.ContainerID, nil
 		}
-		return "", fmt.Errorf("container %q in pod %q is terminated", name, pod.Name)
+		return "", fmt.Errorf("container %q in pod %q is terminated", name, podName)
 	case last != nil:
 		if last.ContainerID == "" {
-			return "", fmt.Errorf("container %q in pod %q is terminated", name, pod.Name)
+			return "", fmt.Errorf("container %q in pod %q is terminated", name, podName)
 		}
 		return last.ContainerID, nil
 	case st.Waiting != nil:
 		switch st.Waiting.Reason {
 		case "ErrImagePull":
-			return "", fmt.Errorf("container %q in pod %q is waiting to start: image can't be pulled", name, pod.Name)
+			return "", fmt.Errorf("container %q in pod %q is waiting to start: image can't be pulled", name, podName)
 		case "ImagePullBackOff":
-			return "", fmt.Errorf("container %q in pod %q is waiting to start: trying and failing to pull image", name, pod.Name)
+			return "", fmt.Errorf("container %q in pod %q is waiting to start: trying and failing to pull image", name, podName)
 		}
-		return "", fmt.Errorf("container %q in pod %q is waiting to start: %v", name, pod.Name, st.Waiting.Reason)
+		return "", fmt.Errorf("container %q in pod %q is waiting to start: %v", name, podName, st.Waiting.Reason)
 	}
-	return "", fmt.Errorf("container %q in pod %q is waiting to start - no logs yet", name, pod.Name)
+	return "", fmt.Errorf("container %q in pod %q is waiting to start - no logs yet", name, podName)
 }
 
 func (n *nodeAPI) exec(w http.ResponseWriter, r *http.Request) {

@@ -29,11 +29,19 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
 )
 
-// fakeRuntime runs "exit N" and "echo"-like commands and forwards ports to a function.
+// fakeRuntime runs "exit N" and "echo"-like commands, forwards ports to a function and has one
+// container log, instance "abc"'s.
 type fakeRuntime struct{}
 
-func (fakeRuntime) LogOf(types.UID, string) (*logs.Log, bool) { return nil, false }
-func (fakeRuntime) RunningContainers(types.UID) []string      { return []string{"c"} }
+func (fakeRuntime) LogOf(_ types.UID, id string) (*logs.Log, bool) {
+	if id != "containerd://abc" {
+		return nil, false
+	}
+	l := logs.New(logs.Options{})
+	_, _ = io.WriteString(l.Writer("stdout"), "hello from abc\n")
+	return l, true
+}
+func (fakeRuntime) RunningContainers(types.UID) []string { return []string{"c"} }
 func (fakeRuntime) Attach(context.Context, types.UID, string, runtime.Streams) error {
 	return nil
 }
@@ -132,6 +140,51 @@ func TestPortForward(t *testing.T) {
 }
 
 func itoa(p uint16) string { return strconv.Itoa(int(p)) }
+
+// A log is read from the instance of the status the kubelet generated last, which the API may
+// not show yet: right after a container starts, `kubectl logs` finds it as on a cluster.
+func TestLogsReadTheKubeletsLatestStatus(t *testing.T) {
+	waiting := corev1.ContainerStatus{Name: "c", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+	running := corev1.ContainerStatus{Name: "c", ContainerID: "containerd://abc", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: corev1.PodSpec{NodeName: "n",
+		Containers: []corev1.Container{{Name: "c"}}}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{waiting}}}
+	for _, tc := range []struct {
+		name     string
+		status   func(types.UID) (corev1.PodStatus, bool)
+		wantCode int
+		wantBody string
+	}{
+		{"the kubelet's status is ahead of the API's",
+			func(uid types.UID) (corev1.PodStatus, bool) {
+				return corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{running}}, uid == "u"
+			},
+			http.StatusOK, "hello from abc\n"},
+		{"no status generated yet: the API's",
+			func(types.UID) (corev1.PodStatus, bool) { return corev1.PodStatus{}, false },
+			http.StatusBadRequest, `container "c" in pod "p" is waiting to start: ContainerCreating` + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := New(Options{Runtime: fakeRuntime{}, Authenticator: allow{}, Authorizer: authorizerfactory.NewAlwaysAllowAuthorizer(),
+				Pod:    func(node, ns, name string) (*corev1.Pod, bool) { return pod, name == "p" },
+				Pods:   func(string) []*corev1.Pod { return []*corev1.Pod{pod} },
+				Status: tc.status})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(srv.Handler("n"))
+			defer ts.Close()
+			resp, err := http.Get(ts.URL + "/containerLogs/ns/p/c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.wantCode || string(body) != tc.wantBody {
+				t.Errorf("got %d %q, want %d %q", resp.StatusCode, body, tc.wantCode, tc.wantBody)
+			}
+		})
+	}
+}
 
 // /metrics counts the node's running pods and containers in Prometheus' text format.
 func TestMetrics(t *testing.T) {
