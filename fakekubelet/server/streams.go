@@ -30,8 +30,12 @@ var (
 	portForwardProtocols = []string{"portforward.k8s.io"}
 )
 
-// streamCreationTimeout is how long a client has to open its streams.
-const streamCreationTimeout = remotecommandconsts.DefaultStreamCreationTimeout
+// streamCreationTimeout is how long a client has to open its streams; streamLinger how long a
+// command's connection waits for its client to close it once the command has ended.
+const (
+	streamCreationTimeout = remotecommandconsts.DefaultStreamCreationTimeout
+	streamLinger          = 5 * time.Second
+)
 
 // commandOptions are an exec's or an attach's query: which streams, and a terminal.
 type commandOptions struct {
@@ -140,8 +144,6 @@ func serveCommand(w http.ResponseWriter, r *http.Request, opts Options, run func
 		}
 	}()
 	code, runErr := run(ctx, s)
-	// The streams end with the connection, after the status, as the kubelet ends them: closing
-	// the output streams first loses what they still carry through the apiserver's proxy.
 	status := metav1.Status{Status: metav1.StatusSuccess}
 	switch {
 	case runErr != nil:
@@ -153,7 +155,25 @@ func serveCommand(w http.ResponseWriter, r *http.Request, opts Options, run func
 			Message: fmt.Sprintf("command terminated with non-zero exit code: command terminated with exit code %d", code)}
 	}
 	writeStatus(errStream, protocol, status)
-	_ = errStream.Close()
+	// The kubelet closes the connection here. If the client is still writing then (the end of its
+	// stdin, often just behind the command's exit), the close resets the TCP connection, and a
+	// reset discards whatever output the client — or the apiserver's proxy in between — has not
+	// read yet: an interactive session loses its last lines, now and then. So the output and
+	// error streams end (the client reads each to its end) and the client closes the
+	// connection, as client-go does once it has them; the deferred Close is for a client that
+	// does not within streamLinger.
+	for _, done := range []httpstream.Stream{byType[corev1.StreamTypeStdout], byType[corev1.StreamTypeStderr], errStream} {
+		if done != nil {
+			_ = done.Close()
+		}
+	}
+	linger := opts.Clock.NewTimer(streamLinger)
+	defer linger.Stop()
+	select {
+	case <-conn.CloseChan():
+	case <-linger.C():
+	case <-r.Context().Done():
+	}
 }
 
 // writeStatus reports the end of a command: v4 as a JSON Status, older protocols as a message
