@@ -87,9 +87,16 @@ func (allow) AuthenticateRequest(*http.Request) (*authenticator.Response, bool, 
 func newTestServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}, Spec: corev1.PodSpec{NodeName: "n"}}
+	return serveFor(t, pod, nil)
+}
+
+// serveFor serves node n's API with pod ns/p on it and status as the kubelet's latest statuses.
+func serveFor(t *testing.T, pod *corev1.Pod, status func(types.UID) (corev1.PodStatus, bool)) *httptest.Server {
+	t.Helper()
 	srv, err := New(Options{Runtime: fakeRuntime{}, Authenticator: allow{}, Authorizer: authorizerfactory.NewAlwaysAllowAuthorizer(),
-		Pod:  func(node, ns, name string) (*corev1.Pod, bool) { return pod, ns == "ns" && name == "p" },
-		Pods: func(string) []*corev1.Pod { return []*corev1.Pod{pod} }})
+		Pod:    func(node, ns, name string) (*corev1.Pod, bool) { return pod, ns == "ns" && name == "p" },
+		Pods:   func(string) []*corev1.Pod { return []*corev1.Pod{pod} },
+		Status: status})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,15 +200,7 @@ func TestLogsReadTheKubeletsLatestStatus(t *testing.T) {
 			http.StatusBadRequest, `container "c" in pod "p" is waiting to start: ContainerCreating` + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, err := New(Options{Runtime: fakeRuntime{}, Authenticator: allow{}, Authorizer: authorizerfactory.NewAlwaysAllowAuthorizer(),
-				Pod:    func(node, ns, name string) (*corev1.Pod, bool) { return pod, name == "p" },
-				Pods:   func(string) []*corev1.Pod { return []*corev1.Pod{pod} },
-				Status: tc.status})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ts := httptest.NewServer(srv.Handler("n"))
-			defer ts.Close()
+			ts := serveFor(t, pod, tc.status)
 			resp, err := http.Get(ts.URL + "/containerLogs/ns/p/c")
 			if err != nil {
 				t.Fatal(err)
