@@ -86,7 +86,8 @@ lint: ## golangci-lint (pinned in hack/tools; rules in .golangci.yml) on the mod
 	@for m in $(dir $(EXAMPLES) $(UPSTREAM)); do (cd $$m && $(TOOLS) golangci-lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 
 .PHONY: verify
-verify: lint ## Fail on lint findings, unformatted code, vet findings, untidy modules or stale generated files.
+verify: lint ## Fail on lint findings, unformatted code, vet findings, untidy modules, stale generated files or a tracked build output.
+	$(GO) run ./hack/tracked
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
