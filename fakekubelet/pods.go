@@ -259,9 +259,34 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node) podactions.In
 		}
 	}
 	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: n.InternalIP().String(), Rules: p.rules,
-		Release: p.release, Probes: st, Reasons: st.reasons, Backoff: st.backoff, Stopping: st.stopIssued,
+		Release: p.release, Probes: st, Reasons: st.reasons, Backoff: backoffAfter(pod, rt, st.backoff), Stopping: st.stopIssued,
 		Killing: st.killing, Restarts: st.restarts, PostStart: p.hooks.of(rt),
 		ShutdownSince: st.shutdownSince, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
+}
+
+// backoffAfter reads the pod's crash-loop backoff for a start after each exited instance, so
+// that the plan reads values and no clock.
+func backoffAfter(pod *corev1.Pod, rt *container.PodStatus, b *flowcontrol.Backoff) map[string]podactions.BackoffState {
+	if rt == nil {
+		return nil
+	}
+	var out map[string]podactions.BackoffState
+	for i := range rt.Containers {
+		inst := &rt.Containers[i]
+		if inst.State != container.Exited {
+			continue
+		}
+		c := container.SpecOf(pod, inst.Name)
+		if c == nil {
+			continue // an ephemeral container, or one the spec no longer has: never restarted
+		}
+		if out == nil {
+			out = map[string]podactions.BackoffState{}
+		}
+		key := podactions.BackoffKey(c)
+		out[inst.ID] = podactions.BackoffState{Delay: b.Get(key), Held: b.IsInBackOffSince(key, inst.FinishedAt)}
+	}
+	return out
 }
 
 // apply does what podactions planned for the pod, in the order Actions gives; in is what the

@@ -206,12 +206,8 @@ func (a *Actions) String() string {
 // containerSpec returns the pod's init or regular container with the name; a container the
 // spec no longer names (which the API does not allow) gets a spec with the name only.
 func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
-	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range list {
-			if list[i].Name == name {
-				return &list[i]
-			}
-		}
+	if c := container.SpecOf(pod, name); c != nil {
+		return c
 	}
 	return &corev1.Container{Name: name}
 }

@@ -21,14 +21,19 @@ type ProbeResults interface {
 	Failed(id string) string
 }
 
-// Backoff is the pod's crash-loop backoff, read only (flowcontrol.Backoff has these methods).
-type Backoff interface {
-	// IsInBackOffSince reports whether a restart of the entry is still held back, for an
-	// instance that exited at since.
-	IsInBackOffSince(key string, since time.Time) bool
-	// Get returns the entry's current delay.
-	Get(key string) time.Duration
+// BackoffState is what a container's crash-loop backoff says, at the time of the sync, of a
+// restart after one exited instance.
+type BackoffState struct {
+	// Delay is the entry's current delay.
+	Delay time.Duration
+	// Held: the restart is still held back (flowcontrol.Backoff.IsInBackOffSince).
+	Held bool
 }
+
+// BackoffKey is c's crash-loop backoff entry. The kubelet keys its one backoff by pod, container
+// name and image (GetStableKey in pkg/kubelet/kuberuntime/kuberuntime_manager.go); each pod has
+// its own here, so the name and image suffice.
+func BackoffKey(c *corev1.Container) string { return c.Name + "@" + c.Image }
 
 // Input is everything one sync of a pod reads.
 type Input struct {
@@ -45,7 +50,10 @@ type Input struct {
 	Probes  ProbeResults
 	// Reasons is the reason cache: why a container was last held back, by name.
 	Reasons map[string]status.Waiting
-	Backoff Backoff
+	// Backoff is the crash-loop backoff at Now after each exited instance of Runtime, by
+	// instance ID, for the entry of its container's current definition (BackoffKey); an
+	// instance it lacks holds no start back.
+	Backoff map[string]BackoffState
 	// Stopping holds the instance IDs the kubelet has already begun to stop.
 	Stopping map[string]bool
 	// Killing holds the instances a live pod's sync killed (Kill.HoldsSync), by ID.
@@ -283,7 +291,7 @@ func (p *planner) killAndRestart(c *corev1.Container, inst *container.Status, gr
 		k.Restart = &Restart{}
 		return
 	}
-	if key, held := p.heldBack(c, prev.FinishedAt); !held {
+	if key, held := p.heldBack(c, prev); !held {
 		k.Restart = &Restart{BackoffKey: key, BackoffSince: prev.FinishedAt}
 	}
 }
@@ -430,20 +438,21 @@ func (p *planner) start(c *corev1.Container) {
 		p.out.Start = append(p.out.Start, Start{Container: c})
 		return
 	}
-	if key, held := p.heldBack(c, latest.FinishedAt); !held {
+	if key, held := p.heldBack(c, latest); !held {
 		p.out.Start = append(p.out.Start, Start{Container: c, BackoffKey: key, BackoffSince: latest.FinishedAt})
 	}
 }
 
-// heldBack checks c's crash-loop backoff for an instance that exited at since (doBackOff): it
+// heldBack checks c's crash-loop backoff for a start after the exited instance (doBackOff): it
 // returns the backoff entry and, when the backoff holds the start back, plans the HoldBack.
-func (p *planner) heldBack(c *corev1.Container, since time.Time) (key string, held bool) {
-	key = c.Name + "@" + c.Image
-	if p.in.Backoff == nil || !p.in.Backoff.IsInBackOffSince(key, since) {
+func (p *planner) heldBack(c *corev1.Container, exited *container.Status) (key string, held bool) {
+	key = BackoffKey(c)
+	b := p.in.Backoff[exited.ID]
+	if !b.Held {
 		return key, false
 	}
-	delay := p.in.Backoff.Get(key)
-	p.out.HoldBack = append(p.out.HoldBack, HoldBack{Container: c, Retry: since.Add(delay).Sub(p.in.Now),
+	delay := b.Delay
+	p.out.HoldBack = append(p.out.HoldBack, HoldBack{Container: c, Retry: exited.FinishedAt.Add(delay).Sub(p.in.Now),
 		Waiting: status.Waiting{Reason: status.ReasonCrashLoopBackOff,
 			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, PodRef(p.in.Pod))}})
 	return key, true

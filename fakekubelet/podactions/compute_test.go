@@ -84,11 +84,26 @@ func (r probeResults) Failed(id string) string {
 	return r.failed[id]
 }
 
-// heldBack is a backoff that holds back the listed entries for their delay.
+// heldBack holds back a start after any exited instance of the listed entries, for their delay.
 type heldBack map[string]time.Duration
 
-func (h heldBack) IsInBackOffSince(key string, _ time.Time) bool { _, ok := h[key]; return ok }
-func (h heldBack) Get(key string) time.Duration                  { return h[key] }
+// at is the backoff as the kubelet reads it for the pod's exited instances.
+func (h heldBack) at(pod *corev1.Pod, rt *container.PodStatus) map[string]BackoffState {
+	if rt == nil {
+		return nil
+	}
+	out := map[string]BackoffState{}
+	for _, inst := range rt.Containers {
+		c := container.SpecOf(pod, inst.Name)
+		if c == nil || inst.State != container.Exited {
+			continue
+		}
+		if delay, ok := h[BackoffKey(c)]; ok {
+			out[inst.ID] = BackoffState{Delay: delay, Held: true}
+		}
+	}
+	return out
+}
 
 // pods of the table.
 func simplePod() *corev1.Pod {
@@ -378,15 +393,12 @@ func (tc computeCase) run(t *testing.T, minor uint) {
 		restarts[name] = Restart{}
 	}
 	in := Input{Restarts: restarts, PostStart: tc.postStart, Pod: tc.pod.DeepCopy(), Old: tc.old, Runtime: tc.rt, HostIP: "172.16.0.1", Rules: restart.Rules{RestartAll: !tc.gateOff},
-		Release: release.Minor(minor), Probes: tc.probes, Backoff: tc.backoff, Stopping: stopping, Killing: killing, MinGrace: time.Second, Now: now}
+		Release: release.Minor(minor), Probes: tc.probes, Backoff: tc.backoff.at(tc.pod, tc.rt), Stopping: stopping, Killing: killing, MinGrace: time.Second, Now: now}
 	if tc.old.Phase == "" && tc.old.Conditions == nil && tc.old.ContainerStatuses == nil {
 		in.Old = *tc.pod.Status.DeepCopy()
 	}
 	if tc.shutdownFor > 0 {
 		in.ShutdownSince = now.Add(-tc.shutdownFor)
-	}
-	if tc.backoff == nil {
-		in.Backoff = heldBack{}
 	}
 	got := Compute(in)
 	want := tc.want

@@ -7,7 +7,8 @@
 // start or hold back and why, the sandbox to create or stop, whether the pod's deletion can
 // finish, whether to probe, and when to look again.
 //
-// It is pure: it starts, stops, writes and waits for nothing, and reads no clock. The pod
-// workers (package fakekubelet) apply its Actions; the prober there only records results, which
-// Compute reads. docs/fakekubelet.md describes the sync it plans.
+// It is pure: it starts, stops, writes and waits for nothing, and reads no clock: the time is
+// Input.Now, and the crash-loop backoff comes as the values it has at that time (BackoffState),
+// which the caller reads. The pod workers (package fakekubelet) apply its Actions; the prober
+// there only records results, which Compute reads. docs/fakekubelet.md describes the sync it plans.
 package podactions

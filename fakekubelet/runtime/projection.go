@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/vfs"
 )
 
@@ -178,24 +179,13 @@ func downwardFiles(files map[string]projectedFile, pod *corev1.Pod, items []core
 			}
 			value = v
 		case it.ResourceFieldRef != nil:
-			c := containerNamed(pod, it.ResourceFieldRef.ContainerName)
+			c := container.SpecOf(pod, it.ResourceFieldRef.ContainerName)
 			if c == nil {
 				return fmt.Errorf("container %q not found in pod", it.ResourceFieldRef.ContainerName)
 			}
 			value = resourceValue(c, it.ResourceFieldRef)
 		}
 		files[it.Path] = projectedFile{data: []byte(value), mode: modeOf(it.Mode, def)}
-	}
-	return nil
-}
-
-func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
-	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range list {
-			if list[i].Name == name {
-				return &list[i]
-			}
-		}
 	}
 	return nil
 }
