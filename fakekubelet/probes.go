@@ -14,6 +14,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/podactions"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
+	"github.com/restartbed/restartbed/internal/clockctx"
 )
 
 // probeKind is one of a container's three probes.
@@ -185,7 +186,7 @@ func earliest(a, b time.Time) time.Time {
 // grpc passes while something serves the port. Failure messages name the sandbox's IP, which
 // the kubelet knows before its first status write has reached the pod object.
 func (p *pods) runProbe(ctx context.Context, pod *corev1.Pod, podIP string, c *corev1.Container, spec *corev1.Probe) (bool, string) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(spec.TimeoutSeconds, 1))*time.Second)
+	ctx, cancel := clockctx.WithTimeout(ctx, p.clock, time.Duration(max(spec.TimeoutSeconds, 1))*time.Second)
 	defer cancel()
 	h := spec.ProbeHandler
 	switch {

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/restartbed/restartbed/internal/clockctx"
 )
 
 // SandboxSpec says what a pod's sandbox holds.
@@ -429,7 +431,7 @@ func closeFiles(files []*os.File) {
 // reports false (checked every cutCheck).
 func (s *Sandbox) relay(ln net.Listener, dial func(ctx context.Context, c net.Conn) (net.Conn, error), reachable func() bool) {
 	serveEach(ln, func(c net.Conn) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := clockctx.WithTimeout(context.Background(), s.host.opts.Clock, 10*time.Second)
 		up, err := dial(ctx, c)
 		cancel()
 		if err != nil {

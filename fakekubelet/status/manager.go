@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 )
@@ -76,7 +78,17 @@ type Options struct {
 	// Held reports whether a pod's statuses must wait: its kubelet cannot reach the apiserver.
 	// Optional.
 	Held func(types.UID) bool
+	// Clock times the retries of failed writes. Default: the real clock.
+	Clock clock.WithTicker
 }
+
+// Retries of a pod's failed write back off from retryBase to retryMax. The kubelet retries
+// every pod whose status it could not write at its next batch sync, 10 s later (syncPeriod in
+// pkg/kubelet/status/status_manager.go); the first retries come sooner here, the last no later.
+const (
+	retryBase = 5 * time.Millisecond
+	retryMax  = 10 * time.Second
+)
 
 // New returns a Manager; Run starts its writers.
 func New(opts Options) (*Manager, error) {
@@ -87,12 +99,16 @@ func New(opts Options) (*Manager, error) {
 	if held == nil {
 		held = func(types.UID) bool { return false }
 	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	return &Manager{
 		client: opts.Client,
 		rules:  opts.Rules,
 		held:   held,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
-			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "restartbed-pod-status"}),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](retryBase, retryMax),
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "restartbed-pod-status", Clock: clk}),
 		pods: map[types.UID]*podStatus{},
 	}, nil
 }

@@ -1,0 +1,44 @@
+// Package clockctx gives contexts whose timeouts run on a component's clock, so that a
+// component tested on a fake clock times out when the test steps the clock, not when the wall
+// clock says (context.WithTimeout reads the wall clock).
+//
+// It owns nothing else: a context's one goroutine waits for its timer and ends with the
+// context; nothing is kept outside the contexts it returns.
+package clockctx
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// WithTimeout returns a copy of parent that is done d after now on clk, or when parent is done,
+// or when the returned cancel is called, whichever comes first. Once d has passed, Err reports
+// context.DeadlineExceeded, as context.WithTimeout's does. The context reports no Deadline: a
+// deadline on a fake clock means nothing to the sockets and the runtime that would read it.
+// Call cancel as soon as the work is done, to release the clock's timer.
+func WithTimeout(parent context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	timer := clk.NewTimer(d)
+	go func() {
+		select {
+		case <-timer.C():
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+			timer.Stop()
+		}
+	}()
+	return timeoutCtx{ctx}, func() { cancel(context.Canceled) }
+}
+
+// timeoutCtx reports a timeout as context.DeadlineExceeded rather than context.Canceled.
+type timeoutCtx struct{ context.Context }
+
+func (c timeoutCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded { //nolint:errorlint // the cause is the sentinel itself
+		return context.DeadlineExceeded
+	}
+	return err
+}
