@@ -26,18 +26,12 @@ const (
 	eventFailedPreStopHook = "FailedPreStopHook"
 	// eventFailedMount: a volume of the pod could not be set up.
 	eventFailedMount = "FailedMount"
-
-	// The scheduler's.
-	eventScheduled        = "Scheduled"
-	eventFailedScheduling = "FailedScheduling"
-	schedulerComponent    = "default-scheduler"
 )
 
 // events records Events as each node's kubelet (source component "kubelet", host the node),
 // through one broadcaster for all nodes.
 type events struct {
 	broadcaster record.EventBroadcaster
-	scheduler   record.EventRecorder
 	// lost reports whether a node's events cannot reach the apiserver (a partition): the
 	// kubelet's recorder retries for a while and drops them, so restartbed drops them at once.
 	lost   func(node string) bool
@@ -48,8 +42,7 @@ type events struct {
 func newEvents(ctx context.Context, client kubernetes.Interface, lost func(node string) bool) *events {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return &events{broadcaster: b, byNode: map[string]record.EventRecorder{}, lost: lost,
-		scheduler: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: schedulerComponent})}
+	return &events{broadcaster: b, byNode: map[string]record.EventRecorder{}, lost: lost}
 }
 
 func (e *events) recorder(node string) record.EventRecorder {

@@ -159,7 +159,7 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 		ifaces[n.Name()] = iface
 	}
 	var err error
-	if k.controlPlane, err = k.network.Attach(ControlPlaneAddr, ""); err != nil {
+	if k.controlPlane, err = k.network.Attach(k.opts.ControlPlaneAddr, ""); err != nil {
 		return fmt.Errorf("fakekubelet: the control plane's address: %w", err)
 	}
 	if k.opts.API != nil {
@@ -195,10 +195,6 @@ func (k *Kubelet) Stop() {
 	})
 }
 
-// ControlPlaneAddr is the control plane's address on the pod network: where the apiserver's
-// connections to nodes and pods come from (Dial), past the last node's address.
-var ControlPlaneAddr = netip.MustParseAddr("172.31.255.254")
-
 // Dial connects from the control plane to address ("ip:port") on the pod network: a node's
 // kubelet API, a pod's port, a Service's cluster IP; what the apiserver reaches through its
 // egress to the cluster. A partitioned node cannot be reached.
@@ -217,7 +213,7 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 	if err != nil {
 		return fmt.Errorf("fakekubelet: %w", err)
 	}
-	k.network, err = network.New(network.Options{DNS: dns,
+	k.network, err = network.New(network.Options{DNS: dns, Rand: k.opts.Rand,
 		Services:       factory.Core().V1().Services().Lister(),
 		EndpointSlices: factory.Discovery().V1().EndpointSlices().Lister(),
 		Reachable: func(from, to string) bool {
@@ -251,7 +247,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		nodes: k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
 		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release,
 		sources: sources, tokens: tokens}
-	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules, Held: p.cutOff})
+	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules, Held: p.cutOff, Clock: k.clock})
 	if err != nil {
 		return err
 	}
@@ -264,7 +260,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p.informer = informer
 	v := version.MustParseSemantic(k.opts.KubeletVersion) // checked by Options.complete
-	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Host: k.opts.HostBinaries, ControlPlane: ControlPlaneAddr, Network: k.network, Sources: sources, Notify: func(uid types.UID) { p.queue.Add(uid) },
+	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Host: k.opts.HostBinaries, ControlPlane: k.opts.ControlPlaneAddr, Network: k.network, Sources: sources, Notify: func(uid types.UID) { p.queue.Add(uid) },
 		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
 		ConfigFor: func(pod *corev1.Pod) *rest.Config {
 			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)

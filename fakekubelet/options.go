@@ -3,6 +3,8 @@ package fakekubelet
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net/netip"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -93,7 +95,19 @@ type Options struct {
 	DeclaredFeatures []string
 	// API configures the kubelet API each node serves on its address; nil: none is served.
 	API *APIOptions
+	// ControlPlaneAddr is the control plane's address on the pod network: where the apiserver's
+	// connections to nodes and pods come from (Kubelet.Dial), and what host binaries reach the
+	// apiserver through. It must be no node's or pod's address. Default:
+	// DefaultControlPlaneAddr().
+	ControlPlaneAddr netip.Addr
+	// Rand picks the endpoint of a Service for each connection from a pod, as kube-proxy picks at
+	// random; a seeded source makes the routes repeatable. Default: a source seeded at random.
+	Rand rand.Source
 }
+
+// DefaultControlPlaneAddr is the control plane's address on the pod network unless
+// Options.ControlPlaneAddr says otherwise: past the last node's address.
+func DefaultControlPlaneAddr() netip.Addr { return netip.AddrFrom4([4]byte{172, 31, 255, 254}) }
 
 // APIOptions configure the kubelet API (package server) the nodes serve on port 10250 of their
 // InternalIP: what kubectl logs, exec, attach and port-forward reach through the apiserver.
@@ -121,6 +135,9 @@ func (o *Options) complete() error {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if !o.ControlPlaneAddr.IsValid() {
+		o.ControlPlaneAddr = DefaultControlPlaneAddr()
 	}
 	if o.Logger == nil {
 		discard := logr.Discard()

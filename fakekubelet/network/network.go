@@ -39,6 +39,9 @@ type Options struct {
 	// Reachable says whether packets pass between two nodes (a partition); nil: always. Traffic
 	// within a node always passes.
 	Reachable func(from, to string) bool
+	// Rand picks a Service's endpoint for each connection, as kube-proxy picks at random; give
+	// it a seeded source for a repeatable run. Default: a source seeded at random.
+	Rand rand.Source
 }
 
 // Network is the address space of the emulated cluster.
@@ -47,6 +50,9 @@ type Network struct {
 
 	mu    sync.Mutex
 	hosts map[netip.Addr]*Interface
+
+	randMu sync.Mutex
+	rand   *rand.Rand
 }
 
 // New returns a network with no address attached.
@@ -60,7 +66,10 @@ func New(opts Options) (*Network, error) {
 	if opts.Reachable == nil {
 		opts.Reachable = func(string, string) bool { return true }
 	}
-	return &Network{opts: opts, hosts: map[netip.Addr]*Interface{}}, nil
+	if opts.Rand == nil {
+		opts.Rand = rand.NewPCG(rand.Uint64(), rand.Uint64())
+	}
+	return &Network{opts: opts, hosts: map[netip.Addr]*Interface{}, rand: rand.New(opts.Rand)}, nil
 }
 
 // Domain is the cluster domain.
@@ -346,7 +355,9 @@ func (n *Network) route(ap netip.AddrPort) (target netip.AddrPort, isService boo
 	if len(targets) == 0 {
 		return netip.AddrPort{}, true, errRefused // kube-proxy rejects: the Service has no endpoints
 	}
-	return targets[rand.IntN(len(targets))], true, nil
+	n.randMu.Lock()
+	defer n.randMu.Unlock()
+	return targets[n.rand.IntN(len(targets))], true, nil
 }
 
 // serviceAt is the Service whose cluster IP is addr, or nil.

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -282,5 +286,43 @@ func TestQuery(t *testing.T) {
 	_, err := a.Query(context.Background(), netip.MustParseAddr("127.0.0.1"), "web.ns.svc.cluster.local")
 	if dnsErr := (*net.DNSError)(nil); !errors.As(err, &dnsErr) || !dnsErr.IsTimeout {
 		t.Fatalf("a query to a server that is not there: %v, want a timeout", err)
+	}
+}
+
+// TestServiceEndpointsFromTheNetworksSource: a Service's endpoint is picked from the network's
+// own source, so that two networks seeded alike route alike, and every ready endpoint is used.
+func TestServiceEndpointsFromTheNetworksSource(t *testing.T) {
+	routes := func(seed uint64) []string {
+		n := networktest.New(t, network.Options{DNS: dnsIP, Rand: rand.NewPCG(seed, 0)},
+			service("web", "10.0.0.50", corev1.ServicePort{Port: 80}),
+			slice("web", 8080, endpoint{ip: "10.64.1.2", ready: true}, endpoint{ip: "10.64.2.2", ready: true},
+				endpoint{ip: "10.64.3.2", ready: true}))
+		a := attach(t, n, "10.64.0.2", "node-a")
+		for _, ip := range []string{"10.64.1.2", "10.64.2.2", "10.64.3.2"} {
+			echo(t, attach(t, n, ip, "node-"+ip), 8080)
+		}
+		var got []string
+		for range 30 {
+			out, err := exchange(t, a, "10.0.0.50:80")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, strings.TrimPrefix(out, "HELLO from "))
+		}
+		return got
+	}
+	first, again := routes(7), routes(7)
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Errorf("the same seed routed otherwise (-first +again):\n%s", diff)
+	}
+	used := map[string]bool{}
+	for _, r := range first {
+		used[r] = true
+	}
+	if len(used) != 3 {
+		t.Errorf("30 connections reached %v, want each of the 3 ready endpoints", slices.Sorted(maps.Keys(used)))
+	}
+	if other := routes(8); cmp.Equal(first, other) {
+		t.Errorf("seeds 7 and 8 routed the same 30 connections alike: %v", first)
 	}
 }

@@ -89,6 +89,8 @@ type Runtime struct {
 	// claimStorage backs persistentVolumeClaim volumes: per "<namespace>/<claim>", shared by every
 	// pod that mounts the claim on any node, as a ReadWriteMany volume would be.
 	claimStorage map[string]*vfs.Volume
+	// files holds every sandbox's filesystems, which share volumes.
+	files *vfs.Store
 
 	procs sync.WaitGroup
 }
@@ -108,7 +110,7 @@ func New(opts Options) (*Runtime, error) {
 		opts.ProbeUserAgent = "kube-probe"
 	}
 	return &Runtime{opts: opts, pods: map[types.UID]*sandbox{}, nodeStorage: map[string]map[string]*vfs.Volume{},
-		claimStorage: map[string]*vfs.Volume{}}, nil
+		claimStorage: map[string]*vfs.Volume{}, files: vfs.NewStore(opts.Clock)}, nil
 }
 
 // sandbox is one pod's shared state.
@@ -195,7 +197,7 @@ func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) er
 		}
 		return nil
 	}
-	sb := &sandbox{uid: pod.UID, node: pod.Spec.NodeName, ip: ip, ready: true, fs: vfs.NewPod(r.opts.Clock),
+	sb := &sandbox{uid: pod.UID, node: pod.Spec.NodeName, ip: ip, ready: true, fs: r.files.NewPod(),
 		volumes: map[string]*vfs.Volume{}, projected: map[string]bool{}, attempts: map[string]int{}}
 	domain := network.DefaultDomain
 	if r.opts.Network != nil {

@@ -3,8 +3,9 @@
 // at once, so that what one container writes to an emptyDir the others (and its own next
 // instance) read.
 //
-// It never touches the host's disk. All paths are absolute and slash-separated; the trees of one
-// pod share one lock, because their volumes are shared.
+// It never touches the host's disk and keeps no process-wide state. All paths are absolute and
+// slash-separated; the trees of one Store (one emulated kubelet's) share its lock, because their
+// volumes are shared.
 package vfs
 
 import (
@@ -38,20 +39,26 @@ func newDir(name string, perm fs.FileMode, now time.Time) *node {
 // the containers.
 type Volume struct{ root *node }
 
-// Pod holds what the containers of one pod share: the lock of their trees and the clock that
-// stamps file times.
+// Store holds the trees of every pod whose volumes can be shared: volumes are shared beyond one
+// pod (hostPath by a node's pods, a claim by any pod that mounts it), so one pod's lock would not
+// cover them, and one lock guards every tree of the store. File operations are short, in-memory
+// work.
+type Store struct {
+	mu    sync.Mutex
+	clock clock.PassiveClock
+}
+
+// NewStore returns an empty store whose clock stamps file times.
+func NewStore(clk clock.PassiveClock) *Store { return &Store{clock: clk} }
+
+// Pod holds what the containers of one pod share: the store's lock and clock.
 type Pod struct {
 	mu    *sync.Mutex
 	clock clock.PassiveClock
 }
 
-// treesMu guards every tree. Volumes are shared beyond one pod (hostPath by a node's pods, a
-// claim by any pod that mounts it), so one pod's lock would not cover them; file operations are
-// short, in-memory work.
-var treesMu sync.Mutex
-
 // NewPod returns the shared state of one pod's filesystems.
-func NewPod(clk clock.PassiveClock) *Pod { return &Pod{mu: &treesMu, clock: clk} }
+func (s *Store) NewPod() *Pod { return &Pod{mu: &s.mu, clock: s.clock} }
 
 // NewVolume returns an empty volume (an emptyDir).
 func (p *Pod) NewVolume() *Volume { return &Volume{root: newDir("", 0o777, p.clock.Now())} }

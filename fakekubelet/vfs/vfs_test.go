@@ -12,7 +12,7 @@ import (
 )
 
 func TestTreeOperations(t *testing.T) {
-	pod := NewPod(clocktesting.NewFakeClock(time.Unix(0, 0)))
+	pod := NewStore(clocktesting.NewFakeClock(time.Unix(0, 0))).NewPod()
 	f := pod.NewFS()
 	if err := f.Mkdir("/a/b", 0o755, false); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("mkdir without parents: %v", err)
@@ -53,7 +53,7 @@ func TestTreeOperations(t *testing.T) {
 }
 
 func TestVolumesAreShared(t *testing.T) {
-	pod := NewPod(clocktesting.NewFakeClock(time.Unix(0, 0)))
+	pod := NewStore(clocktesting.NewFakeClock(time.Unix(0, 0))).NewPod()
 	vol := pod.NewVolume()
 	a, b := pod.NewFS(), pod.NewFS()
 	if err := a.Mount("/data", vol); err != nil {
