@@ -17,6 +17,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/restartbed/restartbed/internal/clocktest"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -116,10 +117,9 @@ func TestHeartbeat(t *testing.T) {
 	factory.WaitForCacheSync(ctx.Done())
 	client.ClearActions()
 	done := make(chan struct{})
+	waiters := clk.Waiters()
 	go func() { s.Heartbeat(ctx, lister); close(done) }()
-	for !clk.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.WaitForWaiters(t, clk, waiters+2, "the heartbeat's lease and status tickers")
 	clk.Step(timing.Realistic().NodeLeaseRenewInterval)
 	renewed := func() []string {
 		var names []string

@@ -22,6 +22,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/network/networktest"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/token"
+	"github.com/restartbed/restartbed/internal/clocktest"
 )
 
 type harness struct {
@@ -114,11 +115,11 @@ func TestStopGraceAndFaults(t *testing.T) {
 	pod := testPod()
 	mustRunSandbox(t, h.rt, pod, "10.64.0.2")
 	ignoring := &corev1.Container{Name: "sleeper", Command: []string{"sh", "-c", "sleep 3600"}}
+	waiters := h.clock.Waiters()
 	inst, _ := h.rt.Start(pod, ignoring, nil)
+	clocktest.WaitForWaiters(t, h.clock, waiters+1, "the script's sleep")
 	h.rt.Stop(pod.UID, inst.ID, 2*time.Second)
-	for !h.clock.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
+	clocktest.WaitForWaiters(t, h.clock, waiters+2, "the stop's grace")
 	if ps, _ := h.rt.Status(pod.UID); ps.Latest("sleeper").State != container.Running {
 		t.Fatal("the script should still run: PID 1 ignores SIGTERM")
 	}

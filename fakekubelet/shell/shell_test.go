@@ -9,13 +9,14 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/restartbed/restartbed/fakekubelet/vfs"
+	"github.com/restartbed/restartbed/internal/clocktest"
 )
 
 func newEnv(t *testing.T) (Env, *bytes.Buffer, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	var out bytes.Buffer
-	pod := vfs.NewPod(clk)
+	pod := vfs.NewStore(clk).NewPod()
 	fs := pod.NewFS()
 	if err := fs.Mount("/mnt/data", pod.NewVolume()); err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func TestCheck(t *testing.T) {
 
 func TestMarkerFileSurvivesOnVolumeOnly(t *testing.T) {
 	env, _, clk := newEnv(t)
-	pod := vfs.NewPod(clk)
+	pod := vfs.NewStore(clk).NewPod()
 	vol := pod.NewVolume()
 	script := []string{"sh", "-c", "if [ -f /mnt/data/marker ] && [ ! -f /tmp/own ]; then exit 0; fi; touch /mnt/data/marker /tmp/own; exit 1"}
 	for i, want := range []int{1, 0} {
@@ -104,9 +105,10 @@ func runMain(env Env, argv []string) (context.CancelFunc, context.CancelFunc, <-
 
 func TestSleepFollowsTheClock(t *testing.T) {
 	env, _, clk := newEnv(t)
+	waiters := clk.Waiters()
 	_, sigkill, done := runMain(env, []string{"sh", "-c", "sleep 10; exit 3"})
 	defer sigkill()
-	waitForWaiters(t, clk)
+	clocktest.WaitForWaiters(t, clk, waiters+1, "the script's sleep")
 	clk.Step(9 * time.Second)
 	select {
 	case code := <-done:
@@ -121,8 +123,9 @@ func TestSleepFollowsTheClock(t *testing.T) {
 
 func TestPID1IgnoresSIGTERMUnlessTrapped(t *testing.T) {
 	env, _, clk := newEnv(t)
+	waiters := clk.Waiters()
 	sigterm, sigkill, done := runMain(env, []string{"sh", "-c", "sleep 3600"})
-	waitForWaiters(t, clk)
+	clocktest.WaitForWaiters(t, clk, waiters+1, "the script's sleep")
 	sigterm()
 	select {
 	case code := <-done:
@@ -134,22 +137,12 @@ func TestPID1IgnoresSIGTERMUnlessTrapped(t *testing.T) {
 		t.Fatalf("exit %d after SIGKILL, want %d", code, ExitKilled)
 	}
 
+	waiters = clk.Waiters()
 	sigterm, sigkill, done = runMain(env, []string{"sh", "-c", "trap 'echo bye; exit 0' TERM; sleep 3600"})
 	defer sigkill()
-	waitForWaiters(t, clk)
+	clocktest.WaitForWaiters(t, clk, waiters+1, "the trapping script's sleep")
 	sigterm()
 	if code := <-done; code != 0 {
 		t.Fatalf("trapped SIGTERM: exit %d, want the trap's 0", code)
-	}
-}
-
-func waitForWaiters(t *testing.T, clk *clocktesting.FakeClock) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("the script never started sleeping")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,8 @@ var cliDir string
 func TestMain(m *testing.M) {
 	var err error
 	if cliDir, err = os.MkdirTemp("", "restartbed-cli-"); err != nil {
-		panic(err)
+		fmt.Fprintln(os.Stderr, "creating the directory of the CLI's build:", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(cliDir)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,20 +23,25 @@ import (
 // One control plane for the package; each test makes its own pods.
 var cluster *envtest.Cluster
 
-func TestMain(m *testing.M) {
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+// run starts the package's cluster, runs the tests and stops the cluster; it returns the exit
+// code, so that the cluster stops before the process exits.
+func run(m *testing.M) int {
 	var err error
 	cluster, err = envtest.Start(context.Background(), envtest.Options{DisableControllerManager: true})
 	if err != nil {
-		fmt.Println(err)
-		panic(err)
+		fmt.Fprintln(os.Stderr, "starting the cluster:", err)
+		return 1
 	}
 	code := m.Run()
 	if err := cluster.Stop(); err != nil {
-		fmt.Println(err)
+		fmt.Fprintln(os.Stderr, "stopping the cluster:", err)
+		if code == 0 {
+			code = 1
+		}
 	}
-	if code != 0 {
-		panic(fmt.Sprintf("tests failed: exit %d", code))
-	}
+	return code
 }
 
 // startManager runs a Manager for one test.
