@@ -104,7 +104,7 @@ func (r *jobSetReader) list(ctx context.Context) (*jobsetv1alpha2.JobSet, string
 	if err := result.Error(); err != nil { // the apiserver's Status, as a typed client reports it
 		return nil, "", fmt.Errorf("listing JobSet %s/%s: %w", r.namespace, r.name, err)
 	}
-	raw, _ := result.Raw()
+	raw, _ := result.Raw() // its error is the one Error() just reported as nil
 	var list struct {
 		Metadata struct {
 			ResourceVersion string `json:"resourceVersion"`

@@ -484,10 +484,10 @@ func (p processes) helpers() []int {
 func (p processes) binariesCPU() time.Duration {
 	var total time.Duration
 	for _, h := range p.helpers() {
-		cpu, _ := procfs.CPUTimeWithChildren(h)
+		cpu, _ := procfs.CPUTimeWithChildren(h) // a process that ended took its share with it (zero)
 		total += cpu
 		for _, c := range procfs.Children(h) {
-			cpu, _ := procfs.CPUTime(c)
+			cpu, _ := procfs.CPUTime(c) // as above
 			total += cpu
 		}
 	}

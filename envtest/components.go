@@ -67,11 +67,11 @@ func (c *component) stop() error {
 	if err := c.exited(); err != nil {
 		return err
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Process.Signal(syscall.SIGTERM) // fails only when the process has already exited, which Wait reports
 	select {
 	case <-c.done:
 	case <-clock.RealClock{}.After(componentStopGrace): // a process's grace is wall time, whatever clock the cluster runs on
-		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Process.Kill() // fails only when the process has already exited
 		<-c.done
 	}
 	return nil

@@ -136,13 +136,13 @@ func (a *kubeletAPI) connect(w http.ResponseWriter, r *http.Request) {
 func join(conn, client net.Conn, buffered *bufio.Reader) {
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(conn, buffered)
+		_, _ = io.Copy(conn, buffered) // a tunnel's copy ends when either side closes; nothing to report
 		if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		}
 		close(done)
 	}()
-	_, _ = io.Copy(client, conn)
+	_, _ = io.Copy(client, conn) // a tunnel's copy ends when either side closes; nothing to report
 	_ = client.Close()
 	<-done
 	_ = conn.Close()

@@ -42,7 +42,7 @@ func newWorkDir(clk clock.PassiveClock) (*workDir, error) {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	}
 	if err != nil {
-		_ = os.RemoveAll(path)
+		_ = os.RemoveAll(path) // best effort: the next cluster removes what is left
 		return nil, fmt.Errorf("locking the control plane's directory: %w", err)
 	}
 	return &workDir{path: path, lock: f}, nil
@@ -60,10 +60,10 @@ func (w *workDir) remove() error {
 // sweepWorkDirs removes the directories of clusters whose process has died. It never fails: a
 // directory it cannot judge or remove is left for a later sweep.
 func sweepWorkDirs(tmp string, clk clock.PassiveClock) {
-	dirs, _ := filepath.Glob(filepath.Join(tmp, workDirPattern))
+	dirs, _ := filepath.Glob(filepath.Join(tmp, workDirPattern)) // only a malformed pattern fails, and this one is constant
 	for _, dir := range dirs {
 		if abandoned(dir, clk) {
-			_ = os.RemoveAll(dir)
+			_ = os.RemoveAll(dir) // best effort: another cluster's start tries again
 		}
 	}
 }

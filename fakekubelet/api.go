@@ -80,7 +80,7 @@ func (k *Kubelet) serveAPI(ifaces map[string]*network.Interface) error {
 			return pod, pod.Spec.NodeName == node
 		},
 		Pods: func(node string) []*corev1.Pod {
-			objs, _ := indexer.ByIndex(nodeIndex, node)
+			objs, _ := indexer.ByIndex(nodeIndex, node) // fails only for an index the informer lacks, and it has this one
 			out := make([]*corev1.Pod, 0, len(objs))
 			for _, obj := range objs {
 				out = append(out, obj.(*corev1.Pod))

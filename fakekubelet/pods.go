@@ -308,7 +308,12 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *pod
 		}
 	}
 	for _, id := range a.Remove {
-		_ = p.rt.Remove(pod.UID, id)
+		if err := p.rt.Remove(pod.UID, id); err != nil {
+			// The plan removes exited instances only; the runtime refuses a running one, which
+			// keeps its bookkeeping, as the kubelet's container GC logs and tries again later.
+			klog.FromContext(ctx).Error(err, "Failed to remove container", "pod", klog.KObj(pod), "containerID", id)
+			continue
+		}
 		delete(st.stopIssued, id)
 		delete(st.killing, id)
 		delete(st.probes, id)

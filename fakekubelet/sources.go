@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/restartbed/restartbed/fakekubelet/token"
 )
@@ -81,7 +82,7 @@ func (k *Kubelet) refreshVolumesOn(ctx context.Context, factory informers.Shared
 			for _, o := range k.pods.informer.GetStore().List() {
 				pod := o.(*corev1.Pod)
 				if pod.Namespace == meta.GetNamespace() && k.nodes.Get(pod.Spec.NodeName) != nil && mounts(pod, kind, meta.GetName()) {
-					k.rt.RefreshVolumes(ctx, pod)
+					k.refreshVolumes(ctx, pod)
 				}
 			}
 		}
@@ -138,8 +139,16 @@ func (k *Kubelet) renewTokens(ctx context.Context, tokens *token.Manager) {
 				continue
 			}
 			if n := k.nodes.Get(pod.Spec.NodeName); n != nil && !n.Partitioned() {
-				k.rt.RefreshVolumes(ctx, pod)
+				k.refreshVolumes(ctx, pod)
 			}
 		}
+	}
+}
+
+// refreshVolumes projects the pod's volumes again; what cannot reach its host binaries is
+// logged, as the kubelet logs a failed remount, and tried again on the next refresh.
+func (k *Kubelet) refreshVolumes(ctx context.Context, pod *corev1.Pod) {
+	if err := k.rt.RefreshVolumes(ctx, pod); err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to refresh the pod's volumes", "pod", klog.KObj(pod))
 	}
 }

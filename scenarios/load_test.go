@@ -215,7 +215,11 @@ func TestHostBinaryPrograms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sc.ClusterOptions().Programs[0].Binary; got != agent {
+	opts, err := sc.ClusterOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := opts.Programs[0].Binary; got != agent {
 		t.Errorf("the rule's binary is %q, want %q", got, agent)
 	}
 	problems := sc.HostBinaryProblems()

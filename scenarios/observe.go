@@ -260,7 +260,7 @@ func sortedList(objs map[string]map[string]any) []any {
 }
 
 func nameOf(obj map[string]any) string {
-	name, _, _ := unstructured.NestedString(obj, "metadata", "name")
+	name, _, _ := unstructured.NestedString(obj, "metadata", "name") // the apiserver's objects have a string name
 	return name
 }
 
@@ -336,11 +336,12 @@ func (o *observer) warnings(n int) []string {
 		if e["type"] != "Warning" {
 			continue
 		}
+		// An Event's fields are strings in the apiserver's objects; a missing one reads as "".
 		kind, _, _ := unstructured.NestedString(e, "involvedObject", "kind")
 		name, _, _ := unstructured.NestedString(e, "involvedObject", "name")
 		at, _, _ := unstructured.NestedString(e, "lastTimestamp")
 		if at == "" {
-			at, _, _ = unstructured.NestedString(e, "eventTime")
+			at, _, _ = unstructured.NestedString(e, "eventTime") // as above
 		}
 		all = append(all, warning{at, fmt.Sprintf("%s/%s: %v: %v", kind, name, e["reason"], e["message"])})
 	}

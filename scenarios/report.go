@@ -43,7 +43,7 @@ func (r *reporter) printf(format string, args ...any) {
 	for _, line := range strings.Split(strings.TrimRight(fmt.Sprintf(format, args...), "\n"), "\n") {
 		fmt.Fprintf(&b, "%s | %s\n", r.sc.Metadata.Name, line)
 	}
-	_, _ = io.WriteString(r.w, b.String())
+	_, _ = io.WriteString(r.w, b.String()) // progress output: a failed write loses only the progress line
 }
 
 func (r *reporter) header() {
@@ -106,6 +106,7 @@ func podTable(pods []map[string]any) string {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tNODE\tPHASE\tCONDITIONS\tCONTAINERS (state, restarts)")
 	for _, p := range pods {
+		// A pod's fields have these types in the apiserver's objects; a missing one reads as empty.
 		name, _, _ := unstructured.NestedString(p, "metadata", "name")
 		if ts, ok, _ := unstructured.NestedString(p, "metadata", "deletionTimestamp"); ok && ts != "" {
 			name += " (terminating)"
@@ -130,7 +131,7 @@ func podTable(pods []map[string]any) string {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, orDash(node), orDash(phase), orDash(strings.Join(conds, ",")), orDash(strings.Join(containers, " ")))
 	}
-	_ = tw.Flush()
+	_ = tw.Flush() // progress output, as above
 	return b.String()
 }
 

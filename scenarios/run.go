@@ -101,9 +101,13 @@ func (r *Result) Passed() bool {
 	return true
 }
 
-// ClusterOptions are the envtest options a scenario asks for.
-func (sc *Scenario) ClusterOptions() envtest.Options {
-	profile, _ := timing.ByName(sc.Spec.Timing)
+// ClusterOptions are the envtest options a scenario asks for. Load has checked them; a
+// scenario built otherwise can name an unknown timing profile, which is an error here.
+func (sc *Scenario) ClusterOptions() (envtest.Options, error) {
+	profile, err := timing.ByName(sc.Spec.Timing)
+	if err != nil {
+		return envtest.Options{}, fmt.Errorf("spec.timing: %w", err)
+	}
 	opts := envtest.Options{KubernetesVersion: sc.Spec.KubernetesVersion, FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true, Nodes: sc.Pools}
 	if k := sc.Spec.Controllers.KueueFailureRecovery; k != nil && k.Enabled {
 		opts.KueueFailureRecovery = &envtest.KueueFailureRecovery{}
@@ -114,7 +118,7 @@ func (sc *Scenario) ClusterOptions() envtest.Options {
 	for _, p := range sc.Spec.Programs {
 		opts.Programs = append(opts.Programs, p.rule())
 	}
-	return opts
+	return opts, nil
 }
 
 // Run runs a loaded scenario on a fresh cluster and stops the cluster before it returns.
@@ -136,7 +140,12 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 		res.skipAll(0)
 		return res
 	}
-	clusterOpts := sc.ClusterOptions()
+	clusterOpts, err := sc.ClusterOptions()
+	if err != nil {
+		res.Err = fmt.Errorf("%s: %w", sc.File, err)
+		res.skipAll(0)
+		return res
+	}
 	clusterOpts.Clock = clk
 	clusterOpts.AllowHostBinaries = opts.AllowHostBinaries
 	if opts.Configure != nil {
@@ -424,7 +433,7 @@ func (r *runner) resource(apiVersion, kind string) (schema.GroupVersionResource,
 	var found []schema.GroupVersionResource
 	namespaced := false
 	for _, l := range lists {
-		gv, _ := schema.ParseGroupVersion(l.GroupVersion)
+		gv, _ := schema.ParseGroupVersion(l.GroupVersion) // discovery's group versions are well-formed
 		for _, res := range l.APIResources {
 			if res.Kind == kind && !strings.Contains(res.Name, "/") {
 				found = append(found, gv.WithResource(res.Name))

@@ -99,7 +99,9 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 		if problems := sc.HostBinaryProblems(); len(problems) > 0 && !f.allowBinaries {
 			return opts, nil, &scenarios.InvalidError{Problems: problems}
 		}
-		opts = sc.ClusterOptions()
+		if opts, err = sc.ClusterOptions(); err != nil {
+			return opts, nil, err
+		}
 		opts.AllowHostBinaries = f.allowBinaries
 	} else {
 		opts = envtest.Options{JobSet: true, Programs: []program.Rule{

@@ -42,9 +42,9 @@ func buildOnce(opts Options, dir, what, hint string, build buildFunc) error {
 	}
 	// Holding the lock, no other build is running: any scratch directory is from a build that
 	// failed (kept for inspection until now) or was killed.
-	stale, _ := filepath.Glob(dir + ".build-*")
+	stale, _ := filepath.Glob(dir + ".build-*") // only a malformed pattern fails, and this one is constant
 	for _, s := range stale {
-		_ = os.RemoveAll(s)
+		_ = os.RemoveAll(s) // best effort: the next build tries again
 	}
 
 	scratch, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".build-")
@@ -62,7 +62,7 @@ func buildOnce(opts Options, dir, what, hint string, build buildFunc) error {
 	if err := os.Rename(out, dir); err != nil {
 		return fmt.Errorf("moving the build of %s into place: %w", what, err)
 	}
-	_ = os.RemoveAll(scratch)
+	_ = os.RemoveAll(scratch) // best effort: the next build removes stale scratch directories
 	fmt.Fprintf(opts.Progress, "restartbed: built %s in %s\n", what, opts.Clock.Since(start).Round(time.Second))
 	return nil
 }
@@ -83,7 +83,7 @@ func lock(opts Options, path, what string) (func(), error) {
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
 	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file releases the lock anyway
 		f.Close()
 	}, nil
 }

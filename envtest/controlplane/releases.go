@@ -173,12 +173,12 @@ func ResolveRelease(version string) (Release, error) {
 func (r Release) Key() string {
 	h := sha256.New()
 	for _, name := range []string{"kubernetes.mod", "kubernetes.sum", "etcd.mod", "etcd.sum"} {
-		data, _ := fs.ReadFile(releaseFiles, path.Join(r.dir, name))
+		data, _ := fs.ReadFile(releaseFiles, path.Join(r.dir, name)) // embedded at build time: the name is one of the files listed above
 		h.Write(data)
 	}
-	mains, _ := fs.ReadDir(mainFiles, "mains")
+	mains, _ := fs.ReadDir(mainFiles, "mains") // embedded at build time: the directory exists
 	for _, m := range mains {
-		data, _ := fs.ReadFile(mainFiles, path.Join("mains", m.Name()))
+		data, _ := fs.ReadFile(mainFiles, path.Join("mains", m.Name())) // embedded: read from its own listing
 		h.Write([]byte(m.Name()))
 		h.Write(data)
 	}

@@ -93,7 +93,7 @@ func serveDNSPackets(pc net.PacketConn, answer func([]byte) ([]byte, error)) {
 			return
 		}
 		if resp, err := answer(buf[:n]); err == nil {
-			_, _ = pc.WriteTo(resp, from)
+			_, _ = pc.WriteTo(resp, from) // UDP: a lost answer is retried by the asker
 		}
 	}
 }

@@ -106,7 +106,7 @@ func (p *Process) copy(w io.Writer, r *os.File) {
 	if w == nil {
 		w = io.Discard
 	}
-	_, _ = io.Copy(w, r)
+	_, _ = io.Copy(w, r) // ends when either side closes
 }
 
 // exit records the exit code once the output has been read (or logDrain has passed: a process
@@ -175,13 +175,13 @@ func (s *Sandbox) Exec(ctx context.Context, spec ExecSpec) (int, error) {
 	go func() {
 		defer inW.Close()
 		if spec.Stdin != nil {
-			_, _ = io.Copy(inW, spec.Stdin)
+			_, _ = io.Copy(inW, spec.Stdin) // ends when either side closes
 		}
 	}()
 	select {
 	case <-p.Done():
 	case <-ctx.Done():
-		_ = p.Signal(syscall.SIGKILL)
+		_ = p.Signal(syscall.SIGKILL) // fails only when the process has already exited
 		<-p.Done()
 	}
 	return p.ExitCode(), nil

@@ -131,7 +131,7 @@ func (h *Host) start(spec SandboxSpec) (*Sandbox, error) {
 		return nil, fmt.Errorf("hostproc: starting the sandbox helper: %w", err)
 	}
 	go func() {
-		_ = s.cmd.Wait()
+		_ = s.cmd.Wait() // the helper was killed: its exit status says nothing more
 		_ = s.ctl.Close()
 		close(s.exited)
 	}()
@@ -238,9 +238,9 @@ func (s *Sandbox) ended() bool {
 
 // readTimeout reads one message, or fails after d.
 func (s *Sandbox) readTimeout(d time.Duration) (reply, error) {
-	_ = s.ctl.SetReadDeadline(s.host.opts.Clock.Now().Add(d))
+	_ = s.ctl.SetReadDeadline(s.host.opts.Clock.Now().Add(d)) // fails only on a closed connection, which the read then reports
 	r, err := s.receive()
-	_ = s.ctl.SetReadDeadline(time.Time{})
+	_ = s.ctl.SetReadDeadline(time.Time{}) // as above
 	return r, err
 }
 
@@ -390,7 +390,7 @@ func (s *Sandbox) Dial(ctx context.Context, port uint16) (net.Conn, error) {
 func (s *Sandbox) Close() {
 	_ = s.ctl.Close()
 	if s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Process.Kill() // fails only when the process has already exited
 	}
 	<-s.exited
 	for _, ln := range s.listeners {
@@ -490,9 +490,9 @@ func Splice(a, b net.Conn) {
 	wg.Add(2)
 	half := func(dst, src net.Conn) {
 		defer wg.Done()
-		_, _ = io.Copy(dst, src)
+		_, _ = io.Copy(dst, src) // a splice's copy ends when either side closes
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
+			_ = cw.CloseWrite() // the peer may have gone
 		} else {
 			_ = dst.Close()
 		}

@@ -230,7 +230,7 @@ func ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
 }
 
 func (s *sandbox) send(m message, files ...*os.File) {
-	data, _ := json.Marshal(m)
+	data, _ := json.Marshal(m) // a struct of strings and numbers always marshals
 	var oob []byte
 	if len(files) > 0 {
 		fds := make([]int, len(files))
@@ -255,7 +255,7 @@ func (s *sandbox) serve() {
 		if err != nil || n == 0 {
 			os.Exit(0)
 		}
-		files, _ := receivedFiles(oob[:oobn])
+		files, _ := receivedFiles(oob[:oobn]) // a message without files carries none
 		var m message
 		if err := json.Unmarshal(buf[:n], &m); err != nil {
 			closeAll(files)
@@ -310,7 +310,7 @@ func (s *sandbox) start(m message, files []*os.File) {
 		s.send(message{Op: opFailed, ID: m.ID, Error: "a start needs a container and two log descriptors"})
 		return
 	}
-	spec, _ := json.Marshal(m.Init)
+	spec, _ := json.Marshal(m.Init) // a struct of strings and numbers always marshals
 	r, w, err := os.Pipe()
 	if err != nil {
 		s.send(message{Op: opFailed, ID: m.ID, Error: err.Error()})
@@ -332,7 +332,7 @@ func (s *sandbox) start(m message, files []*os.File) {
 		s.send(message{Op: opFailed, ID: m.ID, Error: err.Error()})
 		return
 	}
-	why, _ := readAll(r)
+	why, _ := readAll(r) // what was read before an error is the reason given
 	_ = r.Close()
 	s.mu.Lock()
 	if len(why) > 0 {
@@ -434,7 +434,7 @@ func (s *sandbox) signal(id string, sig syscall.Signal) {
 	pid, ok := s.byID[id]
 	s.mu.Unlock()
 	if ok {
-		_ = syscall.Kill(pid, sig)
+		_ = syscall.Kill(pid, sig) // fails only when the process has already exited
 	}
 }
 
@@ -494,7 +494,7 @@ func (s *sandbox) reap() {
 // exited reports a container's exit and kills what is left of its process group, as the end of
 // a container's cgroup would.
 func (s *sandbox) exited(pid, code int) {
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(-pid, syscall.SIGKILL) // fails only when the group has already exited
 	s.mu.Lock()
 	id := s.procs[pid]
 	delete(s.procs, pid)
@@ -594,7 +594,7 @@ func buildRoot(s initSpec) error {
 	if err := syscall.Unmount(host, syscall.MNT_DETACH); err != nil {
 		return fmt.Errorf("detaching the host's root: %w", err)
 	}
-	_ = os.Remove(host)
+	_ = os.Remove(host) // best effort: the sandbox's directory goes with it
 	return nil
 }
 

@@ -215,7 +215,7 @@ func (i *Interface) Listening(port uint16) bool {
 	if err != nil {
 		return false
 	}
-	_ = c.Close()
+	_ = c.Close() // the connection is refused either way
 	return true
 }
 

@@ -218,7 +218,7 @@ func (s *Set) Heartbeat(ctx context.Context, current corelisters.NodeLister) {
 				return nil
 			})
 		}
-		_ = g.Wait()
+		_ = g.Wait() // every heartbeat reports its own failure and returns nil
 	}
 }
 

@@ -229,7 +229,7 @@ func NewRegistry(rules []Rule, builtins Builtins, allowBinaries bool) (*Registry
 			reg.rules[i].Program = builtins[r.Builtin]
 		}
 		if r.Image != "" {
-			reg.images[i], _ = compileGlob(r.Image)
+			reg.images[i], _ = compileGlob(r.Image) // Problems above refused a glob that does not compile
 		}
 	}
 	return reg, nil

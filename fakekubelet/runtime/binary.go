@@ -61,7 +61,7 @@ func (r *Runtime) runBinary(term, kill context.Context, pod *corev1.Pod, in *ins
 	case <-p.Done():
 		return p.ExitCode()
 	case <-term.Done():
-		_ = p.Signal(syscall.SIGTERM)
+		_ = p.Signal(syscall.SIGTERM) // fails only when the process has already exited
 		select {
 		case <-p.Done():
 			return p.ExitCode()
@@ -69,7 +69,7 @@ func (r *Runtime) runBinary(term, kill context.Context, pod *corev1.Pod, in *ins
 		}
 	case <-kill.Done(): // SIGKILL without SIGTERM: a node that lost power, a forced exit
 	}
-	_ = p.Signal(syscall.SIGKILL)
+	_ = p.Signal(syscall.SIGKILL) // fails only when the process has already exited
 	return p.ExitCode()
 }
 
@@ -138,7 +138,7 @@ func apiServerAddress(env []string) netip.AddrPort {
 			port = v
 		}
 	}
-	ap, _ := netip.ParseAddrPort(host + ":" + port)
+	ap, _ := netip.ParseAddrPort(host + ":" + port) // the zero value when the env has no Service: no apiserver to reach
 	return ap
 }
 
@@ -195,18 +195,22 @@ func (r *Runtime) writeHostFiles(box *hostproc.Sandbox, sb *sandbox, in *instanc
 // refreshHostFiles copies a projected volume just refreshed into the pod's host sandbox again,
 // when a binary of the pod mounts it, so that updates (a rotated token, a changed ConfigMap)
 // reach the binaries as they reach the kubelet's mounts.
-func (r *Runtime) refreshHostFiles(sb *sandbox, name string, vol *vfs.Volume) {
+func (r *Runtime) refreshHostFiles(sb *sandbox, name string, vol *vfs.Volume) error {
 	if r.opts.Host == nil {
-		return
+		return nil
 	}
 	box := r.opts.Host.Lookup(string(sb.uid))
 	if box == nil {
-		return
+		return nil
 	}
 	dst := filepath.Join(box.FilesDir(), hostVolumes, name)
-	if _, err := os.Stat(dst); err == nil {
-		_ = copyVolume(vol.FS(sb.fs), dst, false)
+	if _, err := os.Stat(dst); err != nil {
+		return nil // no binary of the pod mounts it
 	}
+	if err := copyVolume(vol.FS(sb.fs), dst, false); err != nil {
+		return fmt.Errorf("volume %q into the host sandbox of pod %s: %w", name, sb.uid, err)
+	}
+	return nil
 }
 
 // copyVolume copies a volume's files into dir; with once, only when dir does not exist yet.
@@ -287,7 +291,7 @@ func readHostTermination(in *instance) []byte {
 	if in.hostTermination == "" {
 		return nil
 	}
-	data, _ := os.ReadFile(in.hostTermination)
+	data, _ := os.ReadFile(in.hostTermination) // no file is no message, as the kubelet reads it
 	return data
 }
 

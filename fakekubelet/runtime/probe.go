@@ -61,7 +61,7 @@ func httpOver(ctx context.Context, iface *network.Interface, addr, path string, 
 	if err != nil {
 		return 0, err
 	}
-	_ = resp.Body.Close()
+	_ = resp.Body.Close() // the probe has its answer
 	return resp.StatusCode, nil
 }
 
@@ -84,7 +84,7 @@ func (r *Runtime) Listening(uid types.UID, port int32) bool {
 	if err != nil {
 		return false
 	}
-	_ = c.Close()
+	_ = c.Close() // the probe has its answer
 	return true
 }
 

@@ -193,12 +193,14 @@ func downwardFiles(files map[string]projectedFile, pod *corev1.Pod, items []core
 // writeProjection replaces a volume's content with files: what the source no longer has goes,
 // as the kubelet's atomic writer swaps the whole payload.
 func writeProjection(root *vfs.FS, files map[string]projectedFile) {
-	entries, _ := root.ReadDir("/")
+	entries, _ := root.ReadDir("/") // a volume's root is a directory
 	for _, e := range entries {
-		_ = root.Remove("/"+e.Name(), true)
+		_ = root.Remove("/"+e.Name(), true) // read from the listing just made
 	}
 	for p, f := range files {
 		full := path.Join("/", p)
+		// An emptied volume, and paths the apiserver validated (relative, no ".."): the writes
+		// fail only where two items' paths collide, and then the first one's stays.
 		_ = root.Mkdir(path.Dir(full), 0o755, true)
 		_ = root.WriteFile(full, f.data)
 		_ = root.Chmod(full, f.mode)

@@ -227,14 +227,16 @@ func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) er
 
 // RefreshVolumes projects the pod's configMap, secret, downwardAPI and projected volumes again,
 // as the kubelet's volume manager does on its periodic remount: updates reach the files;
-// a volume whose source cannot be read keeps its content.
-func (r *Runtime) RefreshVolumes(ctx context.Context, pod *corev1.Pod) {
+// a volume whose source cannot be read keeps its content. It returns what could not be copied
+// to the pod's host binaries.
+func (r *Runtime) RefreshVolumes(ctx context.Context, pod *corev1.Pod) error {
 	r.mu.Lock()
 	sb := r.pods[pod.UID]
 	r.mu.Unlock()
 	if sb == nil {
-		return
+		return nil
 	}
+	var errs []error
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if !projects(v) {
@@ -249,9 +251,10 @@ func (r *Runtime) RefreshVolumes(ctx context.Context, pod *corev1.Pod) {
 		r.mu.Unlock()
 		if vol != nil {
 			writeProjection(vol.FS(sb.fs), files)
-			r.refreshHostFiles(sb, v.Name, vol)
+			errs = append(errs, r.refreshHostFiles(sb, v.Name, vol))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // attach puts the sandbox's address on the network; nil when there is none or the address is
@@ -343,15 +346,17 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	}
 	sb.attempts[c.Name]++
 	in.fs = sb.fs.NewFS()
+	// A mount runc cannot make fails the container's start (StartError), as on a node.
+	var startErr error
 	serviceAccountMounted := false
 	for _, m := range c.VolumeMounts {
-		if v := sb.volumes[m.Name]; v != nil {
-			_ = in.fs.Mount(m.MountPath, v)
+		if v := sb.volumes[m.Name]; v != nil && startErr == nil {
+			startErr = mountError(in.fs.Mount(m.MountPath, v), m.Name, m.MountPath)
 		}
 		serviceAccountMounted = serviceAccountMounted || path.Clean(m.MountPath) == ServiceAccountDir
 	}
-	if sb.serviceAccount != nil && !serviceAccountMounted {
-		_ = in.fs.Mount(ServiceAccountDir, sb.serviceAccount)
+	if sb.serviceAccount != nil && !serviceAccountMounted && startErr == nil {
+		startErr = mountError(in.fs.Mount(ServiceAccountDir, sb.serviceAccount), "kube-api-access", ServiceAccountDir)
 	}
 	writeNames(in.fs, sb.names, c.VolumeMounts)
 	stdout, stderr := in.logs.Writer(logs.Stdout), in.logs.Writer(logs.Stderr)
@@ -370,8 +375,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 
 	choice := r.opts.Programs.Lookup(c)
 	argv := commandOf(c, env)
-	var startErr error
-	if choice.Program == nil && choice.Script == "" && argv != nil {
+	if startErr == nil && choice.Program == nil && choice.Script == "" && argv != nil {
 		startErr = shell.Check(argv)
 	}
 	if startErr != nil {
@@ -475,7 +479,7 @@ func pruneExited(sb *sandbox, name string) {
 func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 	in.logs.Close()
 	if in.stdin != nil {
-		_ = in.stdin.Close()
+		_ = in.stdin.Close() // closing a pipe's writer cannot fail
 	}
 	r.mu.Lock()
 	close(in.done)
@@ -517,6 +521,14 @@ func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 	r.opts.Notify(uid)
 }
 
+// mountError is runc's error for a volume it could not mount, or nil when err is nil.
+func mountError(err error, volume, dir string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("error mounting volume %q to rootfs at %q: %w", volume, dir, err)
+}
+
 // startErrorMessage is containerd's message for a container whose process could not start.
 func startErrorMessage(err error) string {
 	return fmt.Sprintf("failed to create containerd task: failed to create shim task: OCI runtime create failed: "+
@@ -538,7 +550,7 @@ func terminationMessage(in *instance) string {
 	if in.binary {
 		msg = readHostTermination(in)
 	} else {
-		msg, _ = in.fs.ReadFile(terminationPath(&in.spec))
+		msg, _ = in.fs.ReadFile(terminationPath(&in.spec)) // no file is no message, as the kubelet reads it
 	}
 	if len(msg) > maxTerminationMessage {
 		msg = msg[len(msg)-maxTerminationMessage:]
@@ -786,9 +798,9 @@ func (r *Runtime) Attach(ctx context.Context, uid types.UID, name string, s Stre
 	r.mu.Unlock()
 	if s.Stdin != nil && stdin != nil {
 		go func() {
-			_, _ = io.Copy(stdin, s.Stdin)
+			_, _ = io.Copy(stdin, s.Stdin) // ends when either side closes
 			if in.spec.StdinOnce {
-				_ = stdin.Close()
+				_ = stdin.Close() // closing a pipe's writer cannot fail
 			}
 		}()
 	}
@@ -817,7 +829,7 @@ func (r *Runtime) Logs(uid types.UID, id string) string {
 		return ""
 	}
 	var buf bytes.Buffer
-	_ = in.logs.Read(context.Background(), &buf, nil)
+	_ = in.logs.Read(context.Background(), &buf, nil) // reading into memory fails only on a canceled context, and this one is not
 	return buf.String()
 }
 
@@ -844,14 +856,14 @@ func (r *Runtime) PortForward(ctx context.Context, uid types.UID, port int32, st
 	defer conn.Close()
 	done := make(chan struct{}, 2)
 	go func() {
-		_, _ = io.Copy(conn, stream)
+		_, _ = io.Copy(conn, stream) // a forward's copy ends when either side closes
 		if cw, ok := conn.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
+			_ = cw.CloseWrite() // the peer may have gone
 		}
 		done <- struct{}{}
 	}()
 	go func() {
-		_, _ = io.Copy(stream, conn)
+		_, _ = io.Copy(stream, conn) // a forward's copy ends when either side closes
 		done <- struct{}{}
 	}()
 	select {

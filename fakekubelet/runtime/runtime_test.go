@@ -172,6 +172,13 @@ func TestStartErrorAndVolumes(t *testing.T) {
 	if code != 0 || out != "hi\nno-own\n" {
 		t.Fatalf("the other container sees %q (exit %d)", out, code)
 	}
+	// A volume that cannot be mounted (over the root) fails the start, as runc fails it.
+	root := &corev1.Container{Name: "root", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/"}}}
+	st, err = h.rt.Start(pod, root, nil)
+	if err == nil || st.State != container.Exited || st.ExitCode != 128 || st.Reason != container.ReasonStartError ||
+		!strings.Contains(st.Message, `error mounting volume "data" to rootfs at "/"`) {
+		t.Fatalf("a mount over the root: %+v, %v; want a start error naming the mount", st, err)
+	}
 }
 
 // sources are fixed ConfigMaps and Secrets in namespace ns.
@@ -453,7 +460,9 @@ func TestProjectedVolumes(t *testing.T) {
 	}
 
 	src.configMaps["ns/cfg"] = &corev1.ConfigMap{Data: map[string]string{"a": "updated"}}
-	h.rt.RefreshVolumes(context.Background(), pod)
+	if err := h.rt.RefreshVolumes(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
 	if got := exec("cat /v/cfg/a; ls /v/cfg; cat /v/all/a"); got != "updateda\nupdated" {
 		t.Fatalf("after the update: %q", got)
 	}
@@ -547,7 +556,9 @@ func TestTokenRenewal(t *testing.T) {
 		t.Fatalf("volume holds %q", got)
 	}
 	src.configMaps["ns/cfg"] = &corev1.ConfigMap{Data: map[string]string{"a": "2"}}
-	h.rt.RefreshVolumes(context.Background(), pod)
+	if err := h.rt.RefreshVolumes(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
 	if got := read(); got != "t12" {
 		t.Fatalf("after a ConfigMap update the volume holds %q, want the same token", got)
 	}
@@ -555,7 +566,9 @@ func TestTokenRenewal(t *testing.T) {
 	if due := tokens.Due(); len(due) != 1 || due[0] != pod.UID {
 		t.Fatalf("due at 80%% of 600 s: %v", due)
 	}
-	h.rt.RefreshVolumes(context.Background(), pod)
+	if err := h.rt.RefreshVolumes(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
 	if got := read(); got != "t22" {
 		t.Fatalf("after renewal the volume holds %q", got)
 	}

@@ -16,9 +16,9 @@ const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 func serviceAccountVolume(sb *sandbox, pod *corev1.Pod) *vfs.Volume {
 	vol := sb.fs.NewVolume()
 	root := vol.FS(sb.fs)
-	_ = root.WriteFile("/namespace", []byte(pod.Namespace))
-	_ = root.WriteFile("/token", []byte(serviceAccountToken(pod)))
-	_ = root.WriteFile("/ca.crt", nil)
+	_ = root.WriteFile("/namespace", []byte(pod.Namespace))        // a new volume's root: the write cannot fail
+	_ = root.WriteFile("/token", []byte(serviceAccountToken(pod))) // as above
+	_ = root.WriteFile("/ca.crt", nil)                             // as above
 	return vol
 }
 
@@ -67,6 +67,7 @@ func writeNames(fs *vfs.FS, names map[string][]byte, mounts []corev1.VolumeMount
 		if covered(p, mounts) {
 			continue
 		}
+		// A fresh tree with /etc, and no volume over the file (covered): the writes cannot fail.
 		_ = fs.Mkdir(path.Dir(p), 0o755, true)
 		_ = fs.WriteFile(p, content)
 	}

@@ -102,7 +102,7 @@ func (s *Server) Handler(node string) http.Handler {
 			http.NotFound(w, r)
 			return
 		}
-		_, _ = io.WriteString(w, "ok")
+		_, _ = io.WriteString(w, "ok") // the client may have gone
 	})
 	mux.HandleFunc("GET /configz", n.configz)
 	mux.HandleFunc("GET /metrics", n.metrics)
@@ -196,7 +196,7 @@ func (n *nodeAPI) configz(w http.ResponseWriter, _ *http.Request) {
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+	_ = json.NewEncoder(w).Encode(v) // the status line is written: a failed body write has no one to tell
 }
 
 // pods lists the pods bound to the node, as the kubelet's pod manager holds them.
@@ -252,7 +252,7 @@ func writeObject(w http.ResponseWriter, obj apiruntime.Object) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(data)
+	_, _ = w.Write(data) // the status line is written: a failed body write has no one to tell
 }
 
 // target finds the request's pod on the node, checking the UID when the path has one.
@@ -301,7 +301,7 @@ func (n *nodeAPI) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.WriteHeader(http.StatusOK)
-	_ = log.Read(r.Context(), flushwriter.Wrap(w), opts)
+	_ = log.Read(r.Context(), flushwriter.Wrap(w), opts) // ends when the client goes or the follow ends; the status line is sent
 }
 
 // logOptions reads PodLogOptions from the query the apiserver sends, as the kubelet decodes it.
@@ -446,5 +446,5 @@ func (n *nodeAPI) run(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	_, _ = io.WriteString(w, out.String())
+	_, _ = io.WriteString(w, out.String()) // the status line is written: a failed body write has no one to tell
 }

@@ -45,7 +45,7 @@ type commandOptions struct {
 func commandOptionsOf(r *http.Request) (commandOptions, error) {
 	flag := func(name string) bool {
 		v := r.URL.Query().Get(name)
-		b, _ := strconv.ParseBool(v)
+		b, _ := strconv.ParseBool(v) // what is neither a bool nor "1" is false, as the kubelet reads these flags
 		return v == "1" || b
 	}
 	o := commandOptions{stdin: flag(corev1.ExecStdinParam), stdout: flag(corev1.ExecStdoutParam),
@@ -164,7 +164,7 @@ func serveCommand(w http.ResponseWriter, r *http.Request, opts Options, run func
 	// does not within streamLinger.
 	for _, done := range []httpstream.Stream{byType[corev1.StreamTypeStdout], byType[corev1.StreamTypeStderr], errStream} {
 		if done != nil {
-			_ = done.Close()
+			_ = done.Close() // the client may have closed it first
 		}
 	}
 	linger := opts.Clock.NewTimer(streamLinger)
@@ -181,12 +181,12 @@ func serveCommand(w http.ResponseWriter, r *http.Request, opts Options, run func
 func writeStatus(w io.Writer, protocol string, status metav1.Status) {
 	if protocol == remotecommandconsts.StreamProtocolV4Name {
 		if data, err := json.Marshal(status); err == nil {
-			_, _ = w.Write(data)
+			_, _ = w.Write(data) // the client may have gone; nothing more to tell it
 		}
 		return
 	}
 	if status.Status != metav1.StatusSuccess {
-		_, _ = io.WriteString(w, status.Message)
+		_, _ = io.WriteString(w, status.Message) // the client may have gone; nothing more to tell it
 	}
 }
 
@@ -227,7 +227,7 @@ func servePortForward(w http.ResponseWriter, r *http.Request, idle time.Duration
 		case corev1.StreamTypeError:
 			p.errs = s
 		default:
-			_ = s.Reset()
+			_ = s.Reset() // the stream may already be gone
 			continue
 		}
 		if p.data == nil || p.errs == nil {

@@ -193,7 +193,7 @@ func nslookup(ctx context.Context, c *call) int {
 	}
 	server := r.server
 	if err != nil {
-		server, _ = netip.ParseAddr(dnsErr.Server)
+		server, _ = netip.ParseAddr(dnsErr.Server) // the zero address when the resolver named none
 	}
 	fmt.Fprintf(c.hc.Stdout, "Server:\t\t%s\nAddress:\t%s:53\n\n", server, server)
 	if err != nil {
@@ -466,7 +466,7 @@ func curl(ctx context.Context, c *call) int {
 	}
 	if flags['i'] || flags['I'] {
 		fmt.Fprintf(out, "HTTP/1.1 %s\r\n", resp.Status)
-		_ = resp.Header.Write(out)
+		_ = resp.Header.Write(out) // out is the command's output: its writes report nothing
 		fmt.Fprint(out, "\r\n")
 	}
 	if _, err := io.Copy(out, resp.Body); err != nil {
@@ -565,10 +565,10 @@ func (c *call) pump(ctx context.Context, conn net.Conn, idle time.Duration) {
 	go func() {
 		defer close(stdinDone)
 		if c.hc.Stdin != nil {
-			_, _ = io.Copy(conn, c.hc.Stdin)
+			_, _ = io.Copy(conn, c.hc.Stdin) // ends when either side closes
 		}
 		if hc, ok := conn.(interface{ CloseWrite() error }); ok {
-			_ = hc.CloseWrite()
+			_ = hc.CloseWrite() // the peer may have gone
 		}
 	}()
 	activity := make(chan struct{}, 1)

@@ -24,7 +24,7 @@ type resolvConf struct {
 
 func (p *process) readResolvConf() resolvConf {
 	conf := resolvConf{ndots: 1}
-	data, _ := p.env.FS.ReadFile("/etc/resolv.conf")
+	data, _ := p.env.FS.ReadFile("/etc/resolv.conf") // none: no name server, as in a container without one
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
@@ -58,7 +58,7 @@ type hostsEntry struct {
 }
 
 func (p *process) readHosts() []hostsEntry {
-	data, _ := p.env.FS.ReadFile("/etc/hosts")
+	data, _ := p.env.FS.ReadFile("/etc/hosts") // none: no static names
 	var entries []hostsEntry
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {

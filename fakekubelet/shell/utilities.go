@@ -231,7 +231,7 @@ func (c *call) readInputs(files []string, each func(name string, data []byte) bo
 func cat(_ context.Context, c *call) int {
 	_, files := c.flags()
 	return c.readInputs(files, func(_ string, data []byte) bool {
-		_, _ = c.hc.Stdout.Write(data)
+		_, _ = c.hc.Stdout.Write(data) // the container's output: a reader that went away is no error of cat's here
 		return true
 	})
 }
@@ -240,15 +240,15 @@ func tee(_ context.Context, c *call) int {
 	flags, files := c.flags()
 	var data []byte
 	if c.hc.Stdin != nil {
-		data, _ = io.ReadAll(c.hc.Stdin)
+		data, _ = io.ReadAll(c.hc.Stdin) // what was read before an error is what tee copies
 	}
-	_, _ = c.hc.Stdout.Write(data)
+	_, _ = c.hc.Stdout.Write(data) // the container's output, as cat's
 	status := 0
 	for _, f := range files {
 		var err error
 		if flags['a'] {
 			var old []byte
-			old, _ = c.p.env.FS.ReadFile(c.path(f))
+			old, _ = c.p.env.FS.ReadFile(c.path(f)) // a missing file starts empty
 			err = c.p.env.FS.WriteFile(c.path(f), append(old, data...))
 		} else {
 			err = c.p.env.FS.WriteFile(c.path(f), data)
@@ -326,13 +326,13 @@ func ls(_ context.Context, c *call) int {
 			fmt.Fprintln(c.hc.Stdout, name)
 			continue
 		}
-		entries, _ := c.p.env.FS.ReadDir(c.path(name))
+		entries, _ := c.p.env.FS.ReadDir(c.path(name)) // a directory just stat'ed
 		for _, e := range entries {
 			if strings.HasPrefix(e.Name(), ".") && !flags['a'] {
 				continue
 			}
 			if flags['l'] {
-				i, _ := e.Info()
+				i, _ := e.Info() // the vfs's entries always have their info
 				fmt.Fprintf(c.hc.Stdout, "%s    1 root     root     %8d %s %s\n", i.Mode(), i.Size(), i.ModTime().UTC().Format("Jan  2 15:04"), e.Name())
 				continue
 			}
@@ -467,7 +467,7 @@ func nmeterFormat(format string) (func(time.Time) string, error) {
 		case conv == 't':
 			n := 0
 			if digits > 0 {
-				n, _ = strconv.Atoi(rest[:digits])
+				n, _ = strconv.Atoi(rest[:digits]) // digits only, counted above
 			}
 			if n > 6 {
 				return nil, fmt.Errorf("%%%st: at most 6 decimal places", rest[:digits])

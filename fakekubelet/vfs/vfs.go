@@ -77,7 +77,7 @@ func (p *Pod) NewFS() *FS {
 	now := p.clock.Now()
 	f := &FS{pod: p, root: newDir("/", 0o755, now)}
 	for _, d := range standardDirs {
-		_, _ = f.mkdirAll(d, 0o755, now)
+		_, _ = f.mkdirAll(d, 0o755, now) // a fresh tree: nothing can be in the way
 	}
 	f.root.children["tmp"].perm = fs.ModeSticky | 0o777
 	return f

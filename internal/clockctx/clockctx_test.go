@@ -64,4 +64,3 @@ func TestWithTimeoutParent(t *testing.T) {
 		t.Errorf("after the parent's cancel: Err() = %v, want context.Canceled", err)
 	}
 }
-

@@ -159,7 +159,7 @@ func Messages(err error) []LineMessage {
 	out := make([]LineMessage, 0, len(msgs))
 	for _, m := range msgs {
 		if g := yamlLine.FindStringSubmatch(m); g != nil {
-			line, _ := strconv.Atoi(g[1])
+			line, _ := strconv.Atoi(g[1]) // the pattern matched digits only
 			out = append(out, LineMessage{line, Friendly(g[2])})
 			continue
 		}
