@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -51,8 +52,8 @@ type Options struct {
 	Timing *timing.Profile
 	// Clock drives the in-process components. Default: the real clock.
 	Clock clock.WithTicker
-	// CRDDirectoryPaths are extra directories of CRD manifests to install with restartbed's
-	// (config/crd, embedded).
+	// CRDDirectoryPaths are directories of CRD manifests to install, beside restartbed's JobSet
+	// CRD when JobSet is on.
 	CRDDirectoryPaths []string
 	// Scheme is the scheme of the returned controller-runtime client. Default: client-go's types
 	// plus restartbed's.
@@ -76,8 +77,12 @@ type Options struct {
 	// KueueFailureRecovery runs Kueue's failure-recovery controller (KEP-6757), as a cluster with
 	// Kueue's FailureRecoveryPolicy gate on has it; nil leaves it off, as Kueue does by default.
 	KueueFailureRecovery *KueueFailureRecovery
-	// JobSet runs restartbed's JobSet controller (with the InPlaceRestart gate on) and serves
-	// its admission webhook to the apiserver, as a cluster with JobSet installed has them.
+	// JobSet installs restartbed's JobSet CRD (config/crd, wire-compatible with JobSet v0.12),
+	// runs its JobSet controller (with the InPlaceRestart gate on) and serves its admission
+	// webhook to the apiserver, as a cluster with JobSet installed has them. Off, nothing of
+	// restartbed's JobSet is installed, so that your own JobSet (upstream's CRD, controller and
+	// webhooks, of any version) can be: create its CRD with a client, or name its directory in
+	// CRDDirectoryPaths.
 	JobSet bool
 	// Webhooks are your own admission webhooks: their configurations (or Paths to manifests of
 	// them), which Start registers with the apiserver pointing at a loopback port with a
@@ -134,7 +139,7 @@ type Cluster struct {
 	stopErr  error
 }
 
-// Start starts a control plane and returns when the apiserver serves, restartbed's CRDs are
+// Start starts a control plane and returns when the apiserver serves, the CRDs it installs are
 // established and the controllers' caches have synced. ctx bounds only the start-up; the cluster
 // runs until Stop. If the process dies first, the control plane dies with it.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
@@ -221,9 +226,11 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return err
 	}
 
-	crds, err := crd.CRDs()
-	if err != nil {
-		return fmt.Errorf("reading restartbed's CRDs: %w", err)
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	if opts.JobSet {
+		if crds, err = crd.CRDs(); err != nil {
+			return fmt.Errorf("reading restartbed's CRDs: %w", err)
+		}
 	}
 	out := opts.ControlPlaneOutput
 	if out == nil {

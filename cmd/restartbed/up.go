@@ -63,7 +63,8 @@ needs --allow-host-binaries (and root; docs/host-binaries.md), or nothing starts
 
 kubectl logs [-p] [-f], exec [-it], attach and port-forward reach the emulated kubelets' API
 through the apiserver, as on a cluster (docs/fakekubelet.md, "The kubelet API").
-Run your own controller instead of restartbed's JobSet controller with --jobset=false; see
+Run your own controller instead of restartbed's JobSet controller with --jobset=false: nothing of
+restartbed's JobSet is installed then (no CRD, no webhook), so install your own JobSet CRD; see
 docs/control-plane.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -77,7 +78,7 @@ docs/control-plane.md.`,
 	cmd.Flags().Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates",
 		"feature gates of the apiserver and the kubelets, merged over restartbed's defaults: A=true,B=false")
 	addKubernetesVersionFlag(cmd.Flags(), &f.version)
-	cmd.Flags().BoolVar(&f.jobSet, "jobset", true, "run restartbed's JobSet controller and webhook; false leaves room for your own (docs/control-plane.md)")
+	cmd.Flags().BoolVar(&f.jobSet, "jobset", true, "install restartbed's JobSet CRD and run its controller and webhook; false installs none of them, leaving room for your own (docs/control-plane.md)")
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "restartbed.kubeconfig",
 		"where to write the kubeconfig; an existing file is replaced only if restartbed wrote it")
 	cmd.Flags().StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and objects to use")
@@ -221,7 +222,7 @@ func printUp(out io.Writer, cluster *envtest.Cluster, kubeconfig string, sc *sce
 	if cluster.JobSetRunning() {
 		controllers += "; JobSet controller and webhook (restartbed)"
 	} else {
-		controllers += "; no JobSet controller (--jobset=false): run your own with this kubeconfig"
+		controllers += "; no JobSet CRD or controller (--jobset=false): install and run your own with this kubeconfig"
 	}
 	fmt.Fprintf(out, "  controllers:   %s\n", controllers)
 	if sc != nil {

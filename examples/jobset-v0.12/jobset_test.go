@@ -19,6 +19,9 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +38,7 @@ import (
 	"sigs.k8s.io/jobset/pkg/controllers"
 	"sigs.k8s.io/jobset/pkg/features"
 	"sigs.k8s.io/jobset/pkg/webhooks"
+	"sigs.k8s.io/yaml"
 
 	"github.com/restartbed/restartbed/builtins"
 	"github.com/restartbed/restartbed/envtest"
@@ -150,19 +154,20 @@ func newScheme(t *testing.T) *runtime.Scheme {
 }
 
 // startCluster starts a 1.36 cluster with two nodes, restartbed's agent for JobSet's agent
-// containers, no JobSet controller of restartbed's, and upstream's webhook configurations
-// registered (from its module, as its kustomize deploys them).
+// containers, nothing of restartbed's JobSet, upstream's webhook configurations registered (from
+// its module, as its kustomize deploys them), and upstream's CRD created with a client.
 func startCluster(ctx context.Context, t *testing.T, scheme *runtime.Scheme) *envtest.Cluster {
 	t.Helper()
-	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
 	if err != nil {
 		t.Fatalf("finding sigs.k8s.io/jobset's module: %v", err)
 	}
+	module := strings.TrimSpace(string(out))
 	cluster, err := envtest.Start(ctx, envtest.Options{
 		KubernetesVersion: "1.36",
 		Scheme:            scheme,
 		Webhooks: crenvtest.WebhookInstallOptions{Paths: []string{
-			filepath.Join(strings.TrimSpace(string(dir)), "config", "components", "webhook", "manifests.yaml")}},
+			filepath.Join(module, "config", "components", "webhook", "manifests.yaml")}},
 		Nodes:    []fakekubelet.NodePool{{Name: "node", Count: 2}},
 		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: builtins.Agent}},
 	})
@@ -174,7 +179,44 @@ func startCluster(ctx context.Context, t *testing.T, scheme *runtime.Scheme) *en
 			t.Error(err)
 		}
 	})
+	createCRD(ctx, t, cluster, filepath.Join(module, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"))
 	return cluster
+}
+
+// createCRD creates the CRD of the manifest with a client, as a user installs upstream's JobSet
+// on a cluster, and waits until the apiserver serves it.
+func createCRD(ctx context.Context, t *testing.T, cluster *envtest.Cluster, manifest string) {
+	t.Helper()
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		t.Fatalf("%s: %v", manifest, err)
+	}
+	client, err := apiextensionsclient.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating upstream's JobSet CRD: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for upstream's JobSet CRD to be established: %v", err)
+	}
 }
 
 // restartGroupInPlace applies the agent's RBAC and the sample JobSet, waits for its pods, makes

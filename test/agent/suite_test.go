@@ -27,7 +27,9 @@ func TestAgent(t *testing.T) {
 
 var _ = BeforeSuite(func(ctx context.Context) {
 	cluster = specs.StartCluster(ctx, envtest.Options{
-		Nodes:    []fakekubelet.NodePool{{Name: "tpu", Count: 2}},
-		Programs: []program.Rule{{Container: "in-place-restart-agent", Builtin: builtins.Agent}},
+		// The agent's JobSets without a controller: restartbed's CRD only.
+		CRDDirectoryPaths: []string{specs.JobSetCRDDir()},
+		Nodes:             []fakekubelet.NodePool{{Name: "tpu", Count: 2}},
+		Programs:          []program.Rule{{Container: "in-place-restart-agent", Builtin: builtins.Agent}},
 	})
 }, NodeTimeout(specs.StartTimeout))

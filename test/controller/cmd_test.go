@@ -25,7 +25,9 @@ var _ = Describe("cmd/controller", Ordered, func() {
 	var bare *envtest.Cluster
 	var binary, kubeconfig string
 	BeforeAll(func(ctx context.Context) {
-		bare = specs.StartCluster(ctx, envtest.Options{})
+		// No controller of restartbed's in the cluster: cmd/controller is the one; the CRD as
+		// config/crd has it.
+		bare = specs.StartCluster(ctx, envtest.Options{CRDDirectoryPaths: []string{specs.JobSetCRDDir()}})
 		var err error
 		binary, err = gexec.Build("github.com/restartbed/restartbed/cmd/controller")
 		Expect(err).NotTo(HaveOccurred())

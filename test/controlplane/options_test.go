@@ -5,15 +5,21 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/restartbed/restartbed/config/crd"
+	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/test/builders"
+	"github.com/restartbed/restartbed/test/specs"
 )
 
 var _ = Describe("the cluster's options", Label("options"), func() {
@@ -59,3 +65,50 @@ var _ = Describe("the cluster's options", Label("options"), func() {
 		}).WithContext(ctx).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 })
+
+// With restartbed's JobSet off, nothing of it is installed, so a user's own JobSet CRD (of any
+// version) and webhooks can be: here, restartbed's CRD stands in for "yours", created with a
+// client as a user would create upstream's.
+var _ = Describe("a cluster without restartbed's JobSet", Label("options"), Ordered, func() {
+	var bare *envtest.Cluster
+	BeforeAll(func(ctx context.Context) {
+		bare = specs.StartCluster(ctx, envtest.Options{DisableControllerManager: true})
+	}, NodeTimeout(specs.StartTimeout))
+
+	It("has no JobSet CRD and no webhook configuration of restartbed's", func(ctx context.Context) {
+		var crds apiextensionsv1.CustomResourceDefinitionList
+		Expect(listCRDs(ctx, bare, &crds)).To(Succeed())
+		Expect(crds.Items).To(BeEmpty())
+		var validating admissionregistrationv1.ValidatingWebhookConfigurationList
+		Expect(bare.Client.List(ctx, &validating)).To(Succeed())
+		Expect(validating.Items).To(BeEmpty())
+		var mutating admissionregistrationv1.MutatingWebhookConfigurationList
+		Expect(bare.Client.List(ctx, &mutating)).To(Succeed())
+		Expect(mutating.Items).To(BeEmpty())
+		Expect(bare.JobSetRunning()).To(BeFalse())
+	})
+
+	It("takes a JobSet CRD the user creates", func(ctx context.Context) {
+		crds, err := crd.CRDs()
+		Expect(err).NotTo(HaveOccurred())
+		c, err := apiextensionsclient.NewForConfig(bare.Config)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crds[0], metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "a user's JobSet CRD must not meet restartbed's")
+	})
+})
+
+// listCRDs lists the cluster's CRDs through the apiextensions client (the cluster's scheme does
+// not know them).
+func listCRDs(ctx context.Context, c *envtest.Cluster, into *apiextensionsv1.CustomResourceDefinitionList) error {
+	client, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	list, err := client.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	*into = *list
+	return nil
+}

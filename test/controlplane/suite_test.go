@@ -38,6 +38,8 @@ func TestControlPlane(t *testing.T) {
 
 var _ = BeforeSuite(func(ctx context.Context) {
 	cluster = specs.StartCluster(ctx, envtest.Options{
+		// The CRD's own checks (crd_test.go) without a controller: restartbed's CRD only.
+		CRDDirectoryPaths: []string{specs.JobSetCRDDir()},
 		APIServerFlags: map[string][]string{
 			"default-not-ready-toleration-seconds": {strconv.Itoa(notReadyTolerationSeconds)},
 		},

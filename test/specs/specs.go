@@ -2,6 +2,8 @@ package specs
 
 import (
 	"context"
+	"path/filepath"
+	goruntime "runtime"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2" //nolint:revive // the ginkgo DSL, as in every suite
@@ -23,6 +25,13 @@ const (
 	// test binary that is building the control plane.
 	StartTimeout = 15 * time.Minute
 )
+
+// JobSetCRDDir is the directory of restartbed's JobSet CRD (config/crd/bases), for a suite that
+// creates JobSets without restartbed's controller (envtest installs the CRD only with it).
+func JobSetCRDDir() string {
+	_, file, _, _ := goruntime.Caller(0) // this file's path, which the compiler always records
+	return filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "bases")
+}
 
 // StartCluster starts a cluster for the current suite or container and stops it when that ends.
 func StartCluster(ctx context.Context, opts envtest.Options) *envtest.Cluster {

@@ -69,7 +69,8 @@ func TestUpstreamAgent(t *testing.T) {
 					opts.Configure = func(o *envtest.Options) {
 						o.JobSet = false
 						o.Scheme = newScheme(t)
-						o.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{upstreamWebhooks(t)}}
+						o.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{upstreamManifest(t, "webhook", "manifests.yaml")}}
+						o.CRDDirectoryPaths = []string{upstreamManifest(t, "crd", "bases")}
 					}
 					opts.Started = func(ctx context.Context, cluster *envtest.Cluster) error {
 						runManager(ctx, t, cluster, manager, "featureGates: {InPlaceRestart: true}\n")
@@ -86,12 +87,12 @@ func TestUpstreamAgent(t *testing.T) {
 	}
 }
 
-// upstreamWebhooks is the manifest of upstream's webhook configurations.
-func upstreamWebhooks(t *testing.T) string {
+// upstreamManifest is the path of a manifest (or directory) under upstream's config/components.
+func upstreamManifest(t *testing.T, path ...string) string {
 	t.Helper()
 	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(strings.TrimSpace(string(dir)), "config", "components", "webhook", "manifests.yaml")
+	return filepath.Join(append([]string{strings.TrimSpace(string(dir)), "config", "components"}, path...)...)
 }

@@ -127,8 +127,11 @@ func startCluster(ctx context.Context, t *testing.T, upstream bool) *envtest.Clu
 	t.Helper()
 	opts := envtest.Options{Nodes: []fakekubelet.NodePool{{Name: "node", Count: 4}}, JobSet: !upstream}
 	if upstream {
+		// Upstream's own CRD and webhook configurations, as its kustomize deploys them; nothing
+		// of restartbed's JobSet is installed with JobSet off.
 		opts.Scheme = newScheme(t)
-		opts.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{upstreamWebhooks(t)}}
+		opts.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{upstreamManifest(t, "webhook", "manifests.yaml")}}
+		opts.CRDDirectoryPaths = []string{upstreamManifest(t, "crd", "bases")}
 	}
 	cluster, err := envtest.Start(ctx, opts)
 	if err != nil {
