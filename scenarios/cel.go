@@ -12,9 +12,12 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
-
+	"github.com/google/cel-go/interpreter"
 	"k8s.io/apimachinery/pkg/util/version"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	k8scel "k8s.io/apiserver/pkg/cel/environment"
 
+	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -41,30 +44,58 @@ var (
 	envErr  error
 )
 
-// environment is the CEL environment of every expression: the standard library plus the
-// extension libraries docs/scenarios.md lists (strings, lists, sets, math).
+// environment is the CEL environment of every expression: Kubernetes' own, as the apiserver
+// gives new ValidatingAdmissionPolicy expressions (k8s.io/apiserver/pkg/cel/environment), at
+// the oldest supported release so that an expression means the same on every release a scenario
+// runs on, with its libraries (strings, lists, sets, regex, URLs, quantities, IP and CIDR,
+// format, semver, two-variable comprehensions, optional types), its runtime cost limit, and
+// restartbed's variables and cel-go's math library (docs/scenarios.md lists them all).
 func environment() (*cel.Env, error) {
 	envOnce.Do(func() {
+		oldest, err := version.ParseGeneric(controlplane.Releases()[0].Minor())
+		if err != nil {
+			envErr = fmt.Errorf("the oldest supported release: %w", err)
+			return
+		}
 		opts := []cel.EnvOption{
 			cel.Variable(varCaptured, cel.MapType(cel.StringType, cel.DynType)),
 			cel.Variable(varElapsed, cel.DurationType),
 			cel.Variable(varTiming, cel.MapType(cel.StringType, cel.DynType)),
 			cel.Variable(varKube, cel.MapType(cel.StringType, cel.DynType)),
-			ext.Strings(), ext.Lists(), ext.Sets(), ext.Math(),
-			cel.OptionalTypes(),
+			ext.Math(),
 		}
 		for _, name := range listVariables {
 			opts = append(opts, cel.Variable(name, cel.ListType(cel.DynType)))
 		}
-		celEnv, envErr = cel.NewEnv(opts...)
+		compat := version.MajorMinor(oldest.Major(), oldest.Minor())
+		set, err := k8scel.MustBaseEnvSet(compat).Extend(k8scel.VersionedOptions{IntroducedVersion: compat, EnvOptions: opts})
+		if err != nil {
+			envErr = fmt.Errorf("building the CEL environment: %w", err)
+			return
+		}
+		celEnv, envErr = set.Env(k8scel.NewExpressions)
 	})
 	return celEnv, envErr
 }
+
+// ErrCostLimit is the error of an evaluation that went over the cost limit of the apiserver's
+// CEL (k8s.io/apiserver/pkg/apis/cel.PerCallLimit, about a tenth of a second of work): the
+// expression does too much for the objects it reads, whatever a waitFor waits for.
+var ErrCostLimit = fmt.Errorf("the evaluation went over CEL's cost limit of %d, the apiserver's per-call limit: "+
+	"make the expression do less (filter before nested comprehensions)", celconfig.PerCallLimit)
 
 var (
 	typeOfAnySlice = reflect.TypeFor[[]any]()
 	typeOfAnyMap   = reflect.TypeFor[map[string]any]()
 )
+
+// expression is a compiled CEL expression of a scenario file, with where the file has it.
+type expression struct {
+	source  string
+	program cel.Program
+	// at is where the file has it, as "file:line (field path)", for errors found when it runs.
+	at string
+}
 
 // compile parses and checks an expression; wantBool requires a boolean result (waitFor, expect).
 func compile(source string, wantBool bool) (cel.Program, error) {
@@ -82,7 +113,9 @@ func compile(source string, wantBool bool) (cel.Program, error) {
 	if wantBool && !ast.OutputType().IsExactType(types.BoolType) && !ast.OutputType().IsExactType(types.DynType) {
 		return nil, fmt.Errorf("CEL must be a boolean, this is a %s", ast.OutputType())
 	}
-	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	// The environment's program options: the apiserver's evaluation options, cost tracking and
+	// cost limit.
+	prg, err := env.Program(ast)
 	if err != nil {
 		return nil, fmt.Errorf("CEL: %w", err)
 	}
@@ -151,10 +184,15 @@ func evalBool(prg cel.Program, a activation) (bool, error) {
 	return b, nil
 }
 
-// eval evaluates an expression to a plain Go value (what a capture stores).
+// eval evaluates an expression to a plain Go value (what a capture stores); an evaluation over
+// the cost limit is ErrCostLimit.
 func eval(prg cel.Program, a activation) (any, error) {
 	out, _, err := prg.Eval(map[string]any(a))
 	if err != nil {
+		var cancelled interpreter.EvalCancelledError
+		if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
+			return nil, ErrCostLimit
+		}
 		return nil, err
 	}
 	return native(out)

@@ -96,6 +96,11 @@ func TestLoadTheContractsExample(t *testing.T) {
 	if s := sc.Spec.Steps[2]; s.Line != 40 || s.ExitContainer.Pod.Selector == "" || *s.ExitContainer.ExitCode != 3 {
 		t.Errorf("step 2: line %d %+v", s.Line, s.ExitContainer)
 	}
+	// An expression knows where the file has it, for the errors of its evaluations.
+	c, ok := sc.Spec.Steps[1].action.(captureStep)
+	if want := filepath.Join(dir, "s.yaml") + ":39 (spec.steps[1].capture.uids)"; !ok || len(c.exprs) != 1 || c.exprs[0].at != want {
+		t.Errorf("step 1: %#v, want a capture at %s", sc.Spec.Steps[1].action, want)
+	}
 }
 
 func TestMalformedScenarios(t *testing.T) {

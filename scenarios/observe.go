@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -89,7 +90,10 @@ type waiter struct {
 	done    chan struct{}
 	passed  bool
 	lastErr error
-	evals   int
+	// fatal ends the wait without passing: an evaluation over the cost limit, which waiting
+	// cannot mend.
+	fatal error
+	evals int
 }
 
 func newObserver(clk clock.PassiveClock, trace io.Writer, fixed runVariables) *observer {
@@ -267,11 +271,16 @@ func nameOf(obj map[string]any) string {
 // evaluateLocked evaluates the pending waitFor against the view; o.mu is held.
 func (o *observer) evaluateLocked(view func() activation) {
 	w := o.wait
-	if w == nil || w.passed {
+	if w == nil || w.passed || w.fatal != nil {
 		return
 	}
 	w.evals++
 	ok, err := evalBool(w.prg, view())
+	if errors.Is(err, ErrCostLimit) {
+		w.fatal = err
+		close(w.done)
+		return
+	}
 	if err != nil {
 		w.lastErr = err
 		return

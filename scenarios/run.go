@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/google/cel-go/cel"
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/timing"
@@ -294,22 +293,24 @@ func Apply(ctx context.Context, cluster *envtest.Cluster, dyn dynamic.Interface,
 
 // waitFor waits until the program is true, re-evaluating it on every change it observes and
 // every reevaluateEvery, for at most timeout; its error says why it failed.
-func (r *runner) waitFor(ctx context.Context, source string, program cel.Program, timeout time.Duration) error {
+func (r *runner) waitFor(ctx context.Context, e expression, timeout time.Duration) error {
 	clk := r.cluster.Clock
-	w := r.obs.startWait(program)
+	w := r.obs.startWait(e.program)
 	deadline := clk.After(timeout)
 	tick := clk.NewTicker(reevaluateEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-w.done:
-			r.obs.stopWait()
+			if w := r.obs.stopWait(); w.fatal != nil {
+				return r.explain("waitFor", e, w.fatal)
+			}
 			return nil
 		case <-tick.C():
 			r.obs.reevaluate()
 		case <-deadline:
 			w := r.obs.stopWait()
-			return r.explain(fmt.Sprintf("waitFor (timed out after %s, %d evaluations)", timeout, w.evals), source, w.lastErr)
+			return r.explain(fmt.Sprintf("waitFor (timed out after %s, %d evaluations)", timeout, w.evals), e, w.lastErr)
 		case <-ctx.Done():
 			r.obs.stopWait()
 			return fmt.Errorf("interrupted: %w", ctx.Err())
@@ -317,11 +318,11 @@ func (r *runner) waitFor(ctx context.Context, source string, program cel.Program
 	}
 }
 
-// explain is a failed expression's report: the expression, the evaluation error if any, and the
-// pods.
-func (r *runner) explain(what, expr string, err error) error {
+// explain is a failed expression's report: the expression and where the file has it, the
+// evaluation error if any, and the pods.
+func (r *runner) explain(what string, e expression, err error) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s\n", what, strings.TrimSpace(expr))
+	fmt.Fprintf(&b, "%s: %s\nat %s\n", what, strings.TrimSpace(e.source), e.at)
 	if err != nil {
 		fmt.Fprintf(&b, "last evaluation error: %v\n", err)
 	} else {

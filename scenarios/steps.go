@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/cel-go/cel"
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
@@ -183,63 +182,64 @@ func (s *Step) run(ctx context.Context, r *runner) string {
 }
 
 // compileAt compiles a CEL expression of the step's field, reporting an error at its line.
-func (c *stepCheck) compileAt(field, source string, wantBool bool) cel.Program {
+func (c *stepCheck) compileAt(field, source string, wantBool bool) expression {
+	return c.compileNode(c.at(field), c.field(field), source, wantBool)
+}
+
+// compileNode compiles a CEL expression the file has at node, whose field path is path,
+// reporting an error at its line.
+func (c *stepCheck) compileNode(node *yaml.Node, path, source string, wantBool bool) expression {
 	prg, err := compile(source, wantBool)
 	if err != nil {
-		c.l.addf(c.at(field).Line, c.field(field), "%v", err)
+		c.l.addf(node.Line, path, "%v", err)
 	}
-	return prg
+	return expression{source: source, program: prg, at: fmt.Sprintf("%s:%d (%s)", c.l.file, node.Line, path)}
 }
 
 // waitFor: wait until a CEL expression over the observed objects is true, or time out.
 type waitForStep struct {
-	source  string
-	program cel.Program
+	expr    expression
 	timeout Duration
 }
 
 func checkWaitFor(c *stepCheck) stepAction {
-	w := waitForStep{source: *c.step.WaitFor, program: c.compileAt("waitFor", *c.step.WaitFor, true), timeout: Duration{DefaultWaitTimeout}}
+	w := waitForStep{expr: c.compileAt("waitFor", *c.step.WaitFor, true), timeout: Duration{DefaultWaitTimeout}}
 	if c.step.Timeout != nil {
 		w.timeout = *c.step.Timeout
 	}
 	return w
 }
 
-func (w waitForStep) title() string { return "waitFor " + w.source }
+func (w waitForStep) title() string { return "waitFor " + w.expr.source }
 
 func (w waitForStep) run(ctx context.Context, r *runner) error {
-	return r.waitFor(ctx, w.source, w.program, w.timeout.Duration)
+	return r.waitFor(ctx, w.expr, w.timeout.Duration)
 }
 
 // expect: a CEL expression must be true now.
-type expectStep struct {
-	source  string
-	program cel.Program
-}
+type expectStep struct{ expr expression }
 
 func checkExpect(c *stepCheck) stepAction {
-	return expectStep{source: *c.step.Expect, program: c.compileAt("expect", *c.step.Expect, true)}
+	return expectStep{expr: c.compileAt("expect", *c.step.Expect, true)}
 }
 
-func (e expectStep) title() string { return "expect " + e.source }
+func (e expectStep) title() string { return "expect " + e.expr.source }
 
 func (e expectStep) run(_ context.Context, r *runner) error {
-	v, err := r.obs.eval(e.program)
+	v, err := r.obs.eval(e.expr.program)
 	if err != nil {
-		return r.explain("expect", e.source, err)
+		return r.explain("expect", e.expr, err)
 	}
 	if v != true {
-		return r.explain("expect", e.source, nil)
+		return r.explain("expect", e.expr, nil)
 	}
 	return nil
 }
 
 // capture: evaluate CEL expressions and keep their values under names, in file order.
 type captureStep struct {
-	keys     []string
-	sources  []string
-	programs []cel.Program
+	keys  []string
+	exprs []expression
 }
 
 func checkCapture(c *stepCheck) stepAction {
@@ -250,11 +250,8 @@ func checkCapture(c *stepCheck) stepAction {
 	}
 	for i := 0; i+1 < len(capture.Content); i += 2 {
 		key := capture.Content[i].Value
-		prg, err := compile(c.step.Capture[key], false)
-		if err != nil {
-			c.l.addf(capture.Content[i+1].Line, c.field("capture."+key), "%v", err)
-		}
-		s.keys, s.sources, s.programs = append(s.keys, key), append(s.sources, c.step.Capture[key]), append(s.programs, prg)
+		s.keys = append(s.keys, key)
+		s.exprs = append(s.exprs, c.compileNode(capture.Content[i+1], c.field("capture."+key), c.step.Capture[key], false))
 	}
 	return s
 }
@@ -263,9 +260,9 @@ func (s captureStep) title() string { return "capture " + strings.Join(s.keys, "
 
 func (s captureStep) run(_ context.Context, r *runner) error {
 	for i, key := range s.keys {
-		v, err := r.obs.eval(s.programs[i])
+		v, err := r.obs.eval(s.exprs[i].program)
 		if err != nil {
-			return r.explain("capture "+key, s.sources[i], err)
+			return r.explain("capture "+key, s.exprs[i], err)
 		}
 		r.obs.capture(key, v)
 	}
