@@ -305,6 +305,11 @@ func (n *nodeAPI) containerLogs(w http.ResponseWriter, r *http.Request) {
 }
 
 // logOptions reads PodLogOptions from the query the apiserver sends, as the kubelet decodes it.
+// The kubelet decodes it with legacyscheme's ParameterCodec, whose url.Values conversion for
+// PodLogOptions is generated in k8s.io/kubernetes/pkg/apis/core/v1
+// (Convert_url_Values_To_v1_PodLogOptions), which this library must not link; client-go's
+// scheme.ParameterCodec has no such conversion ("converting (url.Values) to (v1.PodLogOptions):
+// unknown conversion"), hence these few fields by hand, tested in TestLogOptions.
 func logOptions(q url.Values) (*corev1.PodLogOptions, error) {
 	opts := &corev1.PodLogOptions{Container: q.Get("container")}
 	var errs []error

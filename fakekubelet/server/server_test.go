@@ -12,18 +12,22 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/utils/exec"
+	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/logs"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
@@ -233,5 +237,36 @@ func TestMetrics(t *testing.T) {
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
 		t.Errorf("Content-Type %q", ct)
+	}
+}
+
+// TestLogOptions: the query the apiserver sends (client-go encodes PodLogOptions with its
+// parameter codec) reads back as the same options; a value that is not one is an error.
+func TestLogOptions(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	for _, want := range []*corev1.PodLogOptions{
+		{},
+		{Container: "worker", Follow: true, Previous: true, Timestamps: true},
+		{Container: "agent", TailLines: ptr.To[int64](5), LimitBytes: ptr.To[int64](100), SinceSeconds: ptr.To[int64](60)},
+		{SinceTime: &since, Stream: ptr.To(corev1.LogStreamStderr)},
+	} {
+		q, err := clientgoscheme.ParameterCodec.EncodeParameters(want, corev1.SchemeGroupVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := logOptions(q)
+		if err != nil {
+			t.Errorf("%s: %v", q.Encode(), err)
+			continue
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", q.Encode(), diff)
+		}
+	}
+	for _, bad := range []string{"follow=maybe", "tailLines=ten", "sinceTime=yesterday", "limitBytes=1e3"} {
+		q, _ := url.ParseQuery(bad)
+		if _, err := logOptions(q); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
 	}
 }
