@@ -9,7 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 
 	"github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
@@ -448,7 +452,9 @@ func (r *readiness) permissions(d *Document, spec *corev1.PodSpec, namespace, ba
 	}
 	var missing []string
 	for _, p := range agentPermissions {
-		if !slices.ContainsFunc(granted, func(rule rbacv1.PolicyRule) bool { return allows(rule, p.group, p.resource, p.verb) }) {
+		// Every object of the resource: the agent's pod and JobSet are not known in advance.
+		need := rbacv1.PolicyRule{APIGroups: []string{p.group}, Resources: []string{p.resource}, Verbs: []string{p.verb}}
+		if covered, _ := rbacvalidation.Covers(granted, []rbacv1.PolicyRule{need}); !covered {
 			res := p.resource
 			if p.group != "" {
 				res += "." + p.group
@@ -473,17 +479,48 @@ func (f rbacFiles) rulesOf(ref rbacv1.RoleRef, bindingNS string, unknown map[str
 		}
 	case "ClusterRole":
 		if role, ok := f.clusterRoles[ref.Name]; ok {
-			return role.Rules
+			return f.clusterRoleRules(role, unknown)
 		}
 	}
 	unknown[ref.Kind+" "+ref.Name] = true
 	return nil
 }
 
-// allows reports whether a policy rule grants the verb on every object of the resource.
-func allows(rule rbacv1.PolicyRule, group, resource, verb string) bool {
-	has := func(list []string, v string) bool {
-		return slices.Contains(list, v) || slices.Contains(list, rbacv1.ResourceAll)
+// clusterRoleRules are a ClusterRole's rules once kube-controller-manager's clusterrole-
+// aggregation controller has filled them in (pkg/controller/clusterroleaggregation): an
+// aggregated role has the rules of every other ClusterRole whose labels one of its selectors
+// matches, in name order; its own rules are replaced. Only the files' ClusterRoles can be
+// selected here; an aggregated role that selects none is noted among the unknown roles, since
+// the cluster's own roles may fill it.
+func (f rbacFiles) clusterRoleRules(role *rbacv1.ClusterRole, unknown map[string]bool) []rbacv1.PolicyRule {
+	if role.AggregationRule == nil {
+		return role.Rules
 	}
-	return has(rule.APIGroups, group) && has(rule.Resources, resource) && has(rule.Verbs, verb) && len(rule.ResourceNames) == 0
+	var selectors []labels.Selector
+	for i := range role.AggregationRule.ClusterRoleSelectors {
+		sel, err := metav1.LabelSelectorAsSelector(&role.AggregationRule.ClusterRoleSelectors[i])
+		if err != nil {
+			continue // the apiserver refuses such a selector: the dry-run reports it
+		}
+		selectors = append(selectors, sel)
+	}
+	var rules []rbacv1.PolicyRule
+	selected := false
+	for _, name := range slices.Sorted(maps.Keys(f.clusterRoles)) {
+		other := f.clusterRoles[name]
+		if name == role.Name || !slices.ContainsFunc(selectors, func(s labels.Selector) bool { return s.Matches(labels.Set(other.Labels)) }) {
+			continue
+		}
+		selected = true
+		for _, r := range other.Rules {
+			if !slices.ContainsFunc(rules, func(have rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(have, r) }) {
+				rules = append(rules, r)
+			}
+		}
+	}
+	if !selected {
+		unknown["the ClusterRoles that aggregate into ClusterRole "+role.Name] = true
+	}
+	return rules
 }
+

@@ -155,3 +155,89 @@ func TestReadinessOfAnInPlaceJobSet(t *testing.T) {
 		{50, Error, "replicatedJobs[1].template.spec.template.spec.containers", "no in-place restart agent"},
 	})
 }
+
+// The agent's permissions are checked as RBAC grants them: wildcards cover, a rule limited to
+// resourceNames or to a subresource does not, and an aggregated ClusterRole has the rules of the
+// ClusterRoles it selects (as kube-controller-manager fills them in), not its own.
+func TestAgentPermissions(t *testing.T) {
+	data, err := os.ReadFile("testdata/story1-corrected.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The story's JobSet and service account; the RBAC of each case instead of its Role.
+	docs := strings.Split(string(data), "\n---\n")
+	jobSetAndAccount := docs[0] + "\n---\n" + docs[3]
+	const clusterBinding = `apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: agent}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: agent}
+subjects: [{kind: ServiceAccount, name: jobset-in-place-restart}]
+`
+	role := func(rules string) string {
+		return "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: agent}\nrules:\n" + rules
+	}
+	for _, tc := range []struct {
+		name, rbac string
+		missing    string // in the Error finding; "" for none
+	}{
+		{name: "the exact rules", rbac: role(`- {apiGroups: [""], resources: [pods], verbs: [patch]}
+- {apiGroups: [jobset.x-k8s.io], resources: [jobsets], verbs: [get, list, watch]}
+`)},
+		{name: "wildcards", rbac: role(`- {apiGroups: ["*"], resources: ["*"], verbs: ["*"]}
+`)},
+		{name: "resourceNames do not cover every pod", missing: "patch pods", rbac: role(`- {apiGroups: [""], resources: [pods], verbs: [patch], resourceNames: [worker-0]}
+- {apiGroups: [jobset.x-k8s.io], resources: [jobsets], verbs: [get, list, watch]}
+`)},
+		{name: "a subresource is not the resource", missing: "patch pods", rbac: role(`- {apiGroups: [""], resources: [pods/status], verbs: [patch]}
+- {apiGroups: [jobset.x-k8s.io], resources: ["*"], verbs: [get, list, watch]}
+`)},
+		{name: "an aggregated role has the rules it selects", rbac: `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: agent}
+aggregationRule:
+  clusterRoleSelectors: [{matchLabels: {example.com/aggregate-to-agent: "true"}}]
+rules: []
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: agent-pods, labels: {example.com/aggregate-to-agent: "true"}}
+rules: [{apiGroups: [""], resources: [pods], verbs: [patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: agent-jobsets, labels: {example.com/aggregate-to-agent: "true"}}
+rules: [{apiGroups: [jobset.x-k8s.io], resources: [jobsets], verbs: [get, list, watch]}]
+`},
+		{name: "an aggregated role's own rules are replaced", missing: "get jobsets.jobset.x-k8s.io", rbac: `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: agent}
+aggregationRule:
+  clusterRoleSelectors: [{matchLabels: {example.com/aggregate-to-agent: "true"}}]
+rules: [{apiGroups: [jobset.x-k8s.io], resources: [jobsets], verbs: [get, list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: agent-pods, labels: {example.com/aggregate-to-agent: "true"}}
+rules: [{apiGroups: [""], resources: [pods], verbs: [patch]}]
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "rbac.yaml")
+			if err := os.WriteFile(file, []byte(jobSetAndAccount+"\n---\n"+clusterBinding+"---\n"+tc.rbac), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range offline(t, file).Findings {
+				if f.Check == CheckReadiness && strings.Contains(f.Message, "grant") {
+					got = append(got, f.String())
+				}
+			}
+			switch {
+			case tc.missing == "" && len(got) > 0:
+				t.Errorf("findings %q, want none", got)
+			case tc.missing != "" && (len(got) != 1 || !strings.Contains(got[0], tc.missing)):
+				t.Errorf("findings %q, want one naming %q", got, tc.missing)
+			}
+		})
+	}
+}
