@@ -12,14 +12,13 @@ import (
 // supports (prometheus/procfs's ProcStat.CPUTime divides by the same).
 const userHZ = 100
 
-// stat reads /proc/PID/stat; ok is false when the process is gone.
-func stat(pid int) (procfs.ProcStat, bool) {
+// stat reads /proc/PID/stat; it fails when the process is gone.
+func stat(pid int) (procfs.ProcStat, error) {
 	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return procfs.ProcStat{}, false
+		return procfs.ProcStat{}, err
 	}
-	s, err := p.Stat()
-	return s, err == nil
+	return p.Stat()
 }
 
 // Command returns the process's command name, or "" if it is gone.
@@ -37,8 +36,8 @@ func Command(pid int) string {
 
 // Alive reports whether pid runs; a zombie (dead, not yet reaped) does not count.
 func Alive(pid int) bool {
-	s, ok := stat(pid)
-	return ok && s.State != "Z" && s.State != "X"
+	s, err := stat(pid)
+	return err == nil && s.State != "Z" && s.State != "X"
 }
 
 // Children lists the pids whose parent is ppid.
@@ -61,11 +60,7 @@ func ticks(n int64) time.Duration { return time.Duration(n) * time.Second / user
 
 // CPUTime returns the CPU time the process has used so far, user and system.
 func CPUTime(pid int) (time.Duration, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, err
-	}
-	s, err := p.Stat()
+	s, err := stat(pid)
 	if err != nil {
 		return 0, err
 	}
@@ -75,11 +70,7 @@ func CPUTime(pid int) (time.Duration, error) {
 // CPUTimeWithChildren returns the CPU time of the process and of its children it has waited for
 // (utime, stime, cutime, cstime), as the process's share of a tree whose members come and go.
 func CPUTimeWithChildren(pid int) (time.Duration, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, err
-	}
-	s, err := p.Stat()
+	s, err := stat(pid)
 	if err != nil {
 		return 0, err
 	}
