@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/timing"
 )

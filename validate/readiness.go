@@ -523,4 +523,3 @@ func (f rbacFiles) clusterRoleRules(role *rbacv1.ClusterRole, unknown map[string
 	}
 	return rules
 }
-
