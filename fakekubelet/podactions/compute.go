@@ -451,10 +451,9 @@ func (p *planner) heldBack(c *corev1.Container, exited *container.Status) (key s
 	if !b.Held {
 		return key, false
 	}
-	delay := b.Delay
-	p.out.HoldBack = append(p.out.HoldBack, HoldBack{Container: c, Retry: exited.FinishedAt.Add(delay).Sub(p.in.Now),
+	p.out.HoldBack = append(p.out.HoldBack, HoldBack{Container: c, Retry: exited.FinishedAt.Add(b.Delay).Sub(p.in.Now),
 		Waiting: status.Waiting{Reason: status.ReasonCrashLoopBackOff,
-			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, PodRef(p.in.Pod))}})
+			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", b.Delay, c.Name, PodRef(p.in.Pod))}})
 	return key, true
 }
 

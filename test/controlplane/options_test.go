@@ -9,7 +9,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,14 +70,19 @@ var _ = Describe("the cluster's options", Label("options"), func() {
 // client as a user would create upstream's.
 var _ = Describe("a cluster without restartbed's JobSet", Label("options"), Ordered, func() {
 	var bare *envtest.Cluster
+	// crds reaches the CRDs, which the cluster's scheme does not know.
+	var crds apiextensionsclient.Interface
 	BeforeAll(func(ctx context.Context) {
 		bare = specs.StartCluster(ctx, envtest.Options{DisableControllerManager: true})
+		var err error
+		crds, err = apiextensionsclient.NewForConfig(bare.Config)
+		Expect(err).NotTo(HaveOccurred())
 	}, NodeTimeout(specs.StartTimeout))
 
 	It("has no JobSet CRD and no webhook configuration of restartbed's", func(ctx context.Context) {
-		var crds apiextensionsv1.CustomResourceDefinitionList
-		Expect(listCRDs(ctx, bare, &crds)).To(Succeed())
-		Expect(crds.Items).To(BeEmpty())
+		list, err := crds.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(list.Items).To(BeEmpty())
 		var validating admissionregistrationv1.ValidatingWebhookConfigurationList
 		Expect(bare.Client.List(ctx, &validating)).To(Succeed())
 		Expect(validating.Items).To(BeEmpty())
@@ -89,26 +93,9 @@ var _ = Describe("a cluster without restartbed's JobSet", Label("options"), Orde
 	})
 
 	It("takes a JobSet CRD the user creates", func(ctx context.Context) {
-		crds, err := crd.CRDs()
+		ours, err := crd.CRDs()
 		Expect(err).NotTo(HaveOccurred())
-		c, err := apiextensionsclient.NewForConfig(bare.Config)
-		Expect(err).NotTo(HaveOccurred())
-		_, err = c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crds[0], metav1.CreateOptions{})
+		_, err = crds.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, ours[0], metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred(), "a user's JobSet CRD must not meet restartbed's")
 	})
 })
-
-// listCRDs lists the cluster's CRDs through the apiextensions client (the cluster's scheme does
-// not know them).
-func listCRDs(ctx context.Context, c *envtest.Cluster, into *apiextensionsv1.CustomResourceDefinitionList) error {
-	client, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		return err
-	}
-	list, err := client.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	*into = *list
-	return nil
-}
