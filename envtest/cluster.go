@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/internal/pki"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -62,9 +62,16 @@ type Options struct {
 	// accounts, so the apiserver's ServiceAccount admission is off too, as in controller-runtime's
 	// envtest.
 	DisableControllerManager bool
-	// Nodes are the node pools the emulated kubelet registers and serves; with none, no kubelet
-	// and no kube-scheduler run, and pods stay unbound unless the caller binds them.
+	// Nodes are the node pools the emulated kubelet registers and serves; with none (and no
+	// ExternalNodes), no kubelet and no kube-scheduler run, and pods stay unbound unless the
+	// caller binds them.
 	Nodes []fakekubelet.NodePool
+	// ExternalNodes is how many nodes other processes will join to the cluster (restartbed
+	// kubelet, KWOK; docs/join.md). With any, kube-scheduler runs even without Nodes, the
+	// components' client limits are sized for Nodes plus these, and the apiserver reaches
+	// kubelets at the addresses their nodes advertise without verifying their serving
+	// certificates, as kubeadm's does.
+	ExternalNodes int
 	// Programs assign in-process programs or scripts to containers (see fakekubelet.Options).
 	Programs []program.Rule
 	// Builtins are the programs a rule's Builtin may name. Default: restartbed's
@@ -180,6 +187,9 @@ func newCluster(opts Options) (*Cluster, error) {
 	if opts.JobSet && ownWebhooks(opts.Webhooks) {
 		return nil, errors.New("Options.JobSet and Options.Webhooks: restartbed's JobSet webhook and yours would share envtest's one webhook port; set JobSet false to run your own")
 	}
+	if opts.ExternalNodes < 0 {
+		return nil, fmt.Errorf("Options.ExternalNodes: must not be negative, got %d", opts.ExternalNodes)
+	}
 	if err := fakekubelet.ValidatePools(opts.Nodes); err != nil {
 		return nil, fmt.Errorf("node pools: %w", err)
 	}
@@ -239,8 +249,13 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	apiserver := &crenvtest.APIServer{Path: paths[controlplane.KubeAPIServerBinary], CertDir: c.work.file("apiserver"), Out: out, Err: out}
 	args := apiserver.Configure()
 	c.apiServerArgs(args, opts.DisableControllerManager)
-	if len(opts.Nodes) > 0 {
-		if c.kubeletAPI, err = c.startKubeletAPI(args); err != nil {
+	clientCA, err := pki.NewCA("restartbed-client-ca", c.Clock.Now)
+	if err != nil {
+		return err
+	}
+	apiserver.Authn = &clientCertAuthn{ca: clientCA}
+	if len(opts.Nodes) > 0 || opts.ExternalNodes > 0 {
+		if c.kubeletAPI, err = c.startKubeletAPI(args, clientCA, len(opts.Nodes) > 0, opts.ExternalNodes > 0); err != nil {
 			return err
 		}
 	}
@@ -319,16 +334,12 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 	}
 	if len(opts.Nodes) > 0 {
-		clientCA, err := os.ReadFile(filepath.Join(apiserver.CertDir, apiserverClientCAFile))
-		if err != nil {
-			return fmt.Errorf("reading the apiserver's client CA for the kubelets: %w", err)
-		}
-		if usesBinaries(opts.Programs) {
+		if program.NamesBinaries(opts.Programs) {
 			if c.hostBinaries, err = c.startHostBinaries(opts.Assets); err != nil {
 				return err
 			}
 		}
-		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{API: c.kubeletAPI.kubeletOptions(clientCA),
+		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{API: c.kubeletAPI.kubeletOptions(),
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
 			Programs: opts.Programs, Builtins: opts.builtinPrograms(), HostBinaries: c.hostBinaries,
 			KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),

@@ -110,8 +110,8 @@ func (t *tailWriter) String() string {
 	return strings.Join(append(t.lines[:len(t.lines):len(t.lines)], t.partial.String()), "\n")
 }
 
-// startComponents starts kube-controller-manager (unless disabled) and, when there are nodes,
-// kube-scheduler. waitComponents then waits until they work.
+// startComponents starts kube-controller-manager (unless disabled) and, when there are nodes
+// (in-process or external), kube-scheduler. waitComponents then waits until they work.
 func (c *Cluster) startComponents(opts Options, paths map[string]string, out io.Writer) error {
 	kubeconfig, err := c.Kubeconfig()
 	if err != nil {
@@ -121,11 +121,12 @@ func (c *Cluster) startComponents(opts Options, paths map[string]string, out io.
 		componentKubeconfig: kubeconfig,
 		componentCA:         c.env.ControlPlane.APIServer.CA,
 	}
-	nodes := 0
+	nodes := opts.ExternalNodes
 	for _, p := range opts.Nodes {
 		nodes += p.Count
 	}
-	if len(opts.Nodes) > 0 {
+	scheduler := len(opts.Nodes) > 0 || opts.ExternalNodes > 0
+	if scheduler {
 		files[schedulerConfigFile] = []byte(schedulerConfig(c.work.file(componentKubeconfig), nodes))
 	}
 	for name, data := range files {
@@ -143,7 +144,7 @@ func (c *Cluster) startComponents(opts Options, paths map[string]string, out io.
 		starts = append(starts, start{controlplane.KubeControllerManagerBinary, c.controllerManagerArgs(
 			c.work.file(componentKubeconfig), c.work.file(componentCA), nodes, opts.ControllerManagerFlags)})
 	}
-	if len(opts.Nodes) > 0 {
+	if scheduler {
 		starts = append(starts, start{controlplane.KubeSchedulerBinary, c.schedulerArgs(c.work.file(schedulerConfigFile), opts.SchedulerFlags)})
 	}
 	for _, s := range starts {

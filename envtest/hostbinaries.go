@@ -5,22 +5,16 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"slices"
 
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 )
 
-// usesBinaries reports whether a rule names a host binary.
-func usesBinaries(rules []program.Rule) bool {
-	return slices.ContainsFunc(rules, func(r program.Rule) bool { return r.Binary != "" })
-}
-
 // checkBinaries says, before anything starts, what keeps the rules' host binaries from running:
 // a file that is not an executable, or a host that cannot run them (hostproc.Check).
 func checkBinaries(rules []program.Rule) error {
-	if !usesBinaries(rules) {
+	if !program.NamesBinaries(rules) {
 		return nil
 	}
 	var errs []error

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"time"
@@ -22,8 +23,12 @@ import (
 // konnectivity: its egress selector sends "cluster" traffic (kubelet API calls for logs, exec,
 // attach and port-forward; the pods, services and nodes proxy) as HTTP CONNECT requests to a
 // proxy, here on a Unix socket in the cluster's directory, which dials the address on the pod
-// network in-process. The kubelets' serving certificates and the apiserver's client certificate
-// for them come from one CA of the cluster's, as kubeadm's do.
+// network in-process; a loopback address, where a kubelet joined from another process on this
+// machine serves, it dials for real. The in-process kubelets' serving certificates come from a
+// CA of the cluster's; the apiserver's client certificate for kubelets from its client CA (see
+// clientCertAuthn), as kubeadm's do. Without in-process nodes (only joined ones) there is no egress:
+// the apiserver dials the nodes' addresses itself and, as kubeadm's, does not verify their
+// self-signed serving certificates.
 
 // Files in the cluster's directory for the kubelet API.
 const (
@@ -39,33 +44,38 @@ const (
 	apiserverClientCAFile = "client-cert-auth-ca.crt"
 )
 
-// kubeletAPI is the cluster's side of the kubelet API: the CA, the egress proxy and the files the
+// kubeletAPI is the cluster's side of the kubelet API: the CAs, the egress proxy and the files the
 // apiserver reads.
 type kubeletAPI struct {
-	ca       *pki.CA
+	ca *pki.CA
+	// clientCA signs the apiserver's client certificate for kubelets.
+	clientCA *pki.CA
 	listener net.Listener
 	server   *http.Server
 	// dial reaches the pod network once the kubelets run.
 	dial atomic.Pointer[func(ctx context.Context, address string) (net.Conn, error)]
 }
 
-// startKubeletAPI makes the CA, writes the apiserver's files and starts the egress proxy, and
-// sets the apiserver's flags that use them.
-func (c *Cluster) startKubeletAPI(args *crenvtest.Arguments) (*kubeletAPI, error) {
-	ca, err := pki.NewCA("restartbed-kubelet-ca", c.Clock.Now)
+// startKubeletAPI writes the apiserver's client certificate for kubelets and sets its flags;
+// with in-process nodes it also makes their serving CA and starts the egress proxy to them, and
+// unless other processes' nodes join (external) the apiserver verifies kubelets by that CA.
+func (c *Cluster) startKubeletAPI(args *crenvtest.Arguments, clientCA *pki.CA, inProcess, external bool) (*kubeletAPI, error) {
+	client, err := clientCA.Client(kubeletClientUser, kubeletClientGroup)
 	if err != nil {
 		return nil, err
 	}
-	client, err := ca.Client(kubeletClientUser, kubeletClientGroup)
-	if err != nil {
-		return nil, err
-	}
-	sock := c.work.file(egressSocket)
-	files := map[string][]byte{
-		kubeletCAFile:     ca.CertPEM(),
-		kubeletClientCert: client.CertPEM,
-		kubeletClientKey:  client.KeyPEM,
-		egressConfigFile: fmt.Appendf(nil, `apiVersion: apiserver.k8s.io/v1beta1
+	files := map[string][]byte{kubeletClientCert: client.CertPEM, kubeletClientKey: client.KeyPEM}
+	args.Set("kubelet-client-certificate", c.work.file(kubeletClientCert))
+	args.Set("kubelet-client-key", c.work.file(kubeletClientKey))
+	args.Set("kubelet-preferred-address-types", "InternalIP", "Hostname")
+	api := &kubeletAPI{clientCA: clientCA}
+	if inProcess {
+		if api.ca, err = pki.NewCA("restartbed-kubelet-ca", c.Clock.Now); err != nil {
+			return nil, err
+		}
+		files[kubeletCAFile] = api.ca.CertPEM()
+		sock := c.work.file(egressSocket)
+		files[egressConfigFile] = fmt.Appendf(nil, `apiVersion: apiserver.k8s.io/v1beta1
 kind: EgressSelectorConfiguration
 egressSelections:
 - name: cluster
@@ -74,26 +84,23 @@ egressSelections:
     transport:
       uds:
         udsName: %s
-`, sock),
+`, sock)
+		if !external {
+			args.Set("kubelet-certificate-authority", c.work.file(kubeletCAFile))
+		}
+		args.Set("egress-selector-config-file", c.work.file(egressConfigFile))
+		if api.listener, err = net.Listen("unix", sock); err != nil {
+			return nil, fmt.Errorf("the apiserver's egress proxy: %w", err)
+		}
+		api.server = &http.Server{Handler: http.HandlerFunc(api.connect), ReadHeaderTimeout: 30 * time.Second}
+		l := api.listener
+		go func() { _ = api.server.Serve(l) }()
 	}
 	for name, data := range files {
 		if err := os.WriteFile(c.work.file(name), data, 0o600); err != nil {
 			return nil, fmt.Errorf("writing the kubelet API's files: %w", err)
 		}
 	}
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		return nil, fmt.Errorf("the apiserver's egress proxy: %w", err)
-	}
-	api := &kubeletAPI{ca: ca, listener: l}
-	api.server = &http.Server{Handler: http.HandlerFunc(api.connect), ReadHeaderTimeout: 30 * time.Second}
-	go func() { _ = api.server.Serve(l) }()
-
-	args.Set("kubelet-client-certificate", c.work.file(kubeletClientCert))
-	args.Set("kubelet-client-key", c.work.file(kubeletClientKey))
-	args.Set("kubelet-certificate-authority", c.work.file(kubeletCAFile))
-	args.Set("kubelet-preferred-address-types", "InternalIP", "Hostname")
-	args.Set("egress-selector-config-file", c.work.file(egressConfigFile))
 	return api, nil
 }
 
@@ -103,12 +110,18 @@ func (a *kubeletAPI) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "only CONNECT", http.StatusMethodNotAllowed)
 		return
 	}
-	dial := a.dial.Load()
-	if dial == nil {
-		http.Error(w, "restartbed: the cluster has no nodes, so no pod network", http.StatusServiceUnavailable)
+	var conn net.Conn
+	var err error
+	if ap, perr := netip.ParseAddrPort(r.Host); perr == nil && ap.Addr().IsLoopback() {
+		// A node joined from another process on this machine (docs/join.md).
+		var d net.Dialer
+		conn, err = d.DialContext(r.Context(), "tcp", r.Host)
+	} else if dial := a.dial.Load(); dial == nil {
+		http.Error(w, "restartbed: the kubelets have not started, so no pod network", http.StatusServiceUnavailable)
 		return
+	} else {
+		conn, err = (*dial)(r.Context(), r.Host)
 	}
-	conn, err := (*dial)(r.Context(), r.Host)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -148,10 +161,10 @@ func join(conn, client net.Conn, buffered *bufio.Reader) {
 	_ = conn.Close()
 }
 
-// kubeletOptions are the kubelets' side: their serving CA, and the client CAs they trust (the
-// apiserver's and this one's).
-func (a *kubeletAPI) kubeletOptions(apiserverClientCA []byte) *fakekubelet.APIOptions {
-	return &fakekubelet.APIOptions{ServingCA: a.ca, ClientCAs: append(append([]byte{}, apiserverClientCA...), a.ca.CertPEM()...)}
+// kubeletOptions are the in-process kubelets' side: their serving CA, and the client CA they
+// trust, the apiserver's.
+func (a *kubeletAPI) kubeletOptions() *fakekubelet.APIOptions {
+	return &fakekubelet.APIOptions{ServingCA: a.ca, ClientCAs: a.clientCA.CertPEM()}
 }
 
 // connectTo sends the proxy's connections to dial.
@@ -160,7 +173,7 @@ func (a *kubeletAPI) connectTo(dial func(ctx context.Context, address string) (n
 }
 
 func (a *kubeletAPI) stop() error {
-	if a == nil {
+	if a == nil || a.server == nil {
 		return nil
 	}
 	err := a.server.Close()

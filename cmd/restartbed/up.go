@@ -30,6 +30,7 @@ import (
 // upFlags are the settings of `restartbed up`.
 type upFlags struct {
 	nodes        int
+	expectNodes  int
 	timing       string
 	version      string
 	jobSet       bool
@@ -63,6 +64,8 @@ needs --allow-host-binaries (and root; docs/host-binaries.md), or nothing starts
 
 kubectl logs [-p] [-f], exec [-it], attach and port-forward reach the emulated kubelets' API
 through the apiserver, as on a cluster (docs/fakekubelet.md, "The kubelet API").
+With --nodes 0 the cluster has no nodes of its own: join some with "restartbed kubelet" (or
+KWOK) using the kubeconfig, and say how many with --expect-nodes (docs/join.md).
 Run your own controller instead of restartbed's JobSet controller with --jobset=false: nothing of
 restartbed's JobSet is installed then (no CRD, no webhook), so install your own JobSet CRD; see
 docs/control-plane.md.`,
@@ -72,7 +75,9 @@ docs/control-plane.md.`,
 			return runUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
-	cmd.Flags().IntVar(&f.nodes, "nodes", 3, "emulated nodes to register (named node-0, node-1, ...)")
+	cmd.Flags().IntVar(&f.nodes, "nodes", 3, "emulated nodes to register (named node-0, node-1, ...); 0: none, the cluster waits for nodes to join (restartbed kubelet, KWOK; docs/join.md)")
+	cmd.Flags().IntVar(&f.expectNodes, "expect-nodes", 0,
+		"nodes other processes will join (restartbed kubelet, KWOK): the components' client limits are sized for them too (default with --nodes 0: 1)")
 	cmd.Flags().StringVar(&f.timing, "timing", timing.Realistic().Name,
 		fmt.Sprintf("timing profile of every component: %s", strings.Join(timing.Names(), " or ")))
 	cmd.Flags().Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates",
@@ -111,10 +116,21 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 		}}
 	}
 	if f.from == "" || f.set("nodes") {
-		if f.nodes < 1 {
-			return opts, nil, fmt.Errorf("--nodes must be at least 1, got %d", f.nodes)
+		if f.nodes < 0 {
+			return opts, nil, fmt.Errorf("--nodes must not be negative, got %d", f.nodes)
 		}
-		opts.Nodes = []fakekubelet.NodePool{{Name: "node", Count: f.nodes}}
+		opts.Nodes = nil
+		if f.nodes > 0 {
+			opts.Nodes = []fakekubelet.NodePool{{Name: "node", Count: f.nodes}}
+		}
+	}
+	if f.expectNodes < 0 {
+		return opts, nil, fmt.Errorf("--expect-nodes must not be negative, got %d", f.expectNodes)
+	}
+	opts.ExternalNodes = f.expectNodes
+	if len(opts.Nodes) == 0 && opts.ExternalNodes == 0 {
+		// A cluster without nodes of its own waits for some to join; it needs a scheduler.
+		opts.ExternalNodes = 1
 	}
 	if f.from == "" || f.set("timing") {
 		profile, err := timing.ByName(f.timing)
@@ -215,7 +231,11 @@ func checkReplaceable(path string) error {
 
 func printUp(out io.Writer, cluster *envtest.Cluster, kubeconfig string, sc *scenarios.Scenario, took time.Duration) {
 	fmt.Fprintf(out, "restartbed is up (%s): Kubernetes %s at %s\n", took.Round(100*time.Millisecond), cluster.Release.Kubernetes, cluster.Config.Host)
-	fmt.Fprintf(out, "  nodes:         %s\n", strings.Join(cluster.Kubelet.NodeNames(), ", "))
+	if cluster.Kubelet != nil {
+		fmt.Fprintf(out, "  nodes:         %s\n", strings.Join(cluster.Kubelet.NodeNames(), ", "))
+	} else {
+		fmt.Fprintln(out, "  nodes:         none yet: join some with restartbed kubelet --kubeconfig KUBECONFIG (docs/join.md)")
+	}
 	fmt.Fprintf(out, "  timing:        %s\n", cluster.Timing.Name)
 	fmt.Fprintf(out, "  feature gates: %s\n", describeGates(cluster))
 	controllers := "kube-controller-manager and kube-scheduler (upstream)"

@@ -105,6 +105,11 @@ type Rule struct {
 	Binary string
 }
 
+// NamesBinaries reports whether any of the rules names a host binary.
+func NamesBinaries(rules []Rule) bool {
+	return slices.ContainsFunc(rules, func(r Rule) bool { return r.Binary != "" })
+}
+
 // Builtins are programs by name, for rules' Builtin.
 type Builtins map[string]Program
 
@@ -281,13 +286,12 @@ func PodServiceAccountConfig(base *rest.Config, pod *corev1.Pod) *rest.Config {
 }
 
 // ServiceAccountConfig returns a copy of base that acts as the service account namespace/name,
-// with the groups a token of that account carries, so that RBAC and admission policies apply to
-// its requests as to a pod's. The account need not exist, as with a token.
+// so that RBAC and admission policies apply to its requests as to a pod's. The apiserver gives an
+// impersonated service account the groups a token of it carries (system:serviceaccounts and
+// system:serviceaccounts:NAMESPACE), so impersonating needs the right to impersonate service
+// accounts and no group (config/kubelet/rbac.yaml). The account need not exist, as with a token.
 func ServiceAccountConfig(base *rest.Config, namespace, name string) *rest.Config {
 	cfg := rest.CopyConfig(base)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: serviceaccount.MakeUsername(namespace, name),
-		Groups:   serviceaccount.MakeGroupNames(namespace),
-	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(namespace, name)}
 	return cfg
 }
