@@ -3,7 +3,11 @@ package fakekubelet
 import (
 	"crypto/tls"
 	"fmt"
+	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -36,13 +40,13 @@ const (
 	authzDenyCacheTTL  = 30 * time.Second
 )
 
-// serveAPI serves the kubelet API on port 10250 of every node's address, behind TLS with a
-// serving certificate signed by the serving CA, each minted when a client first connects.
-func (k *Kubelet) serveAPI(ifaces map[string]*network.Interface) error {
+// newAPIServer builds the kubelet API (package server) every node serves: one handler per node,
+// with the kubelet's delegated authentication and authorization.
+func (k *Kubelet) newAPIServer() (*server.Server, error) {
 	api := k.opts.API
 	caContent, err := dynamiccertificates.NewStaticCAContent("client-ca", api.ClientCAs)
 	if err != nil {
-		return fmt.Errorf("fakekubelet: the kubelet API's client CAs: %w", err)
+		return nil, fmt.Errorf("fakekubelet: the kubelet API's client CAs: %w", err)
 	}
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:                          nil,
@@ -53,7 +57,7 @@ func (k *Kubelet) serveAPI(ifaces map[string]*network.Interface) error {
 		ClientCertificateCAContentProvider: caContent,
 	}.New()
 	if err != nil {
-		return fmt.Errorf("fakekubelet: the kubelet API's authenticator: %w", err)
+		return nil, fmt.Errorf("fakekubelet: the kubelet API's authenticator: %w", err)
 	}
 	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
 		SubjectAccessReviewClient: k.client.AuthorizationV1(),
@@ -62,7 +66,7 @@ func (k *Kubelet) serveAPI(ifaces map[string]*network.Interface) error {
 		WebhookRetryBackoff:       options.DefaultAuthWebhookRetryBackoff(),
 	}.New()
 	if err != nil {
-		return fmt.Errorf("fakekubelet: the kubelet API's authorizer: %w", err)
+		return nil, fmt.Errorf("fakekubelet: the kubelet API's authorizer: %w", err)
 	}
 	fineGrained, set := k.opts.FeatureGates[GateFineGrainedAuthz]
 	indexer := k.pods.informer.GetIndexer()
@@ -92,26 +96,89 @@ func (k *Kubelet) serveAPI(ifaces map[string]*network.Interface) error {
 		Clock:   k.clock,
 	})
 	if err != nil {
-		return fmt.Errorf("fakekubelet: %w", err)
+		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
-	var certs sync.Map // node name → *tls.Certificate
-	for name, iface := range ifaces {
-		n := k.nodes.Get(name)
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert,
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-				if c, ok := certs.Load(name); ok {
-					return c.(*tls.Certificate), nil
-				}
-				kp, err := api.ServingCA.Serving("system:node:"+name, []string{name}, net.IP(n.InternalIP().AsSlice()))
-				if err != nil {
-					return nil, err
-				}
-				c, _ := certs.LoadOrStore(name, &kp.TLS)
-				return c.(*tls.Certificate), nil
-			}}
-		if _, err := iface.ServeTLS(nodes.KubeletPort, srv.Handler(name), cfg); err != nil {
-			return fmt.Errorf("fakekubelet: node %s: serving the kubelet API: %w", name, err)
+	return srv, nil
+}
+
+// nodeServing is what a node of the kubelet holds open: its address on the pod network and its
+// kubelet API's listeners.
+type nodeServing struct {
+	iface *network.Interface
+	// listener is the node's kubelet API on a real network (APIOptions.Listen), or nil.
+	listener net.Listener
+	stops    []func()
+}
+
+// close stops the node's kubelet API and takes its address off the pod network.
+func (s *nodeServing) close() {
+	for _, stop := range s.stops {
+		stop()
+	}
+	if s.iface != nil {
+		s.iface.Close()
+	}
+	if s.listener != nil {
+		_ = s.listener.Close() // stops the server's accept loop; closing twice only reports it
+	}
+}
+
+// listen opens the node's kubelet API listener on the real network when APIOptions.Listen says
+// so, and makes the node advertise it. Call it before the node is registered or adopted.
+func (k *Kubelet) listen(n *nodes.Node, serving *nodeServing) error {
+	api := k.opts.API
+	if api == nil || !api.Listen.IsValid() {
+		return nil
+	}
+	port := 0
+	if api.Port != 0 {
+		if port = int(api.Port) + n.Index(); port > 65535 {
+			return fmt.Errorf("fakekubelet: node %s: no port left for its kubelet API past %d", n.Name(), api.Port)
 		}
+	}
+	l, err := net.Listen("tcp", netip.AddrPortFrom(api.Listen, uint16(port)).String())
+	if err != nil {
+		return fmt.Errorf("fakekubelet: node %s: the kubelet API's listener: %w", n.Name(), err)
+	}
+	serving.listener = l
+	n.SetEndpoint(api.Advertise, int32(l.Addr().(*net.TCPAddr).Port))
+	return nil
+}
+
+// serve serves the kubelet API of the node on its pod-network address and on its listener,
+// behind TLS with a serving certificate signed by the serving CA for the node's name and
+// addresses, minted when a client first connects.
+func (k *Kubelet) serve(n *nodes.Node, serving *nodeServing) error {
+	name := n.Name()
+	var once sync.Once
+	var cert *tls.Certificate
+	var certErr error
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientAuth: tls.RequestClientCert,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			once.Do(func() {
+				ips := []net.IP{net.IP(n.InternalIP().AsSlice())}
+				if n.Address() != n.InternalIP() {
+					ips = append(ips, net.IP(n.Address().AsSlice()))
+				}
+				kp, err := k.opts.API.ServingCA.Serving("system:node:"+name, []string{name}, ips...)
+				cert, certErr = &kp.TLS, err
+			})
+			return cert, certErr
+		}}
+	handler := k.api.Handler(name)
+	stop, err := serving.iface.ServeTLS(nodes.KubeletPort, handler, cfg)
+	if err != nil {
+		return fmt.Errorf("fakekubelet: node %s: serving the kubelet API: %w", name, err)
+	}
+	serving.stops = append(serving.stops, stop)
+	if serving.listener != nil {
+		real := cfg.Clone()
+		real.NextProtos = []string{"http/1.1"} // so that clients can upgrade to a stream, as exec and port-forward do
+		srv := &http.Server{Handler: handler, TLSConfig: real, ReadHeaderTimeout: 30 * time.Second,
+			ErrorLog: log.New(io.Discard, "", 0)}
+		l := serving.listener
+		go func() { _ = srv.ServeTLS(l, "", "") }() // returns when closed, with nothing to report
+		serving.stops = append(serving.stops, func() { _ = srv.Close() })
 	}
 	return nil
 }

@@ -4,12 +4,14 @@
 //
 // One Kubelet serves every node: it holds one pod informer and one node informer and a bounded
 // set of workers, never a goroutine or a watch per node, so thousands of nodes fit in a process.
+// Its nodes' kubelet API is served on their pod-network addresses and, for a kubelet joined to
+// another cluster (package join), on real listeners.
 // It talks only to the apiserver; it never calls a controller, and nothing a pod spec says
 // reaches the host.
 //
 // This package holds the pod workers that apply each sync's plan (pods.go), the prober that
-// records probe results (probes.go), the pods' view of a partition (partition.go), what
-// containers read from the API — ConfigMaps, Secrets, Services, tokens — (sources.go), events and
+// records probe results (probes.go), the pods' view of a partition (partition.go), the existing
+// nodes it takes over as KWOK's controller does (adopt.go), what containers read from the API — ConfigMaps, Secrets, Services, tokens — (sources.go), events and
 // fault injection. What can be decided or run on its own lives in subpackages, each importing
 // only those listed before it: container (snapshots of a pod's containers), token (the
 // service-account token cache), release (what each release does differently), restart (restart

@@ -30,6 +30,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
+	"github.com/restartbed/restartbed/fakekubelet/server"
 	"github.com/restartbed/restartbed/fakekubelet/status"
 	"github.com/restartbed/restartbed/fakekubelet/token"
 )
@@ -55,6 +56,11 @@ type Kubelet struct {
 	programs     *program.Registry
 	release      release.Kubelet
 	events       *events
+	// api is the kubelet API every node serves (Options.API), or nil.
+	api *server.Server
+	// serving holds each node's address on the pod network and kubelet API listeners.
+	servingMu sync.Mutex
+	serving   map[string]*nodeServing
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -96,7 +102,8 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
-	return &Kubelet{opts: opts, client: client, clock: opts.Clock, programs: programs, release: rel, nodes: set}, nil
+	return &Kubelet{opts: opts, client: client, clock: opts.Clock, programs: programs, release: rel, nodes: set,
+		serving: map[string]*nodeServing{}}, nil
 }
 
 // NodeNames lists the nodes in registration order.
@@ -122,6 +129,13 @@ func (k *Kubelet) Start(ctx context.Context) error {
 }
 
 func (k *Kubelet) start(startCtx, ctx context.Context) error {
+	for _, n := range k.nodes.All() {
+		serving := &nodeServing{}
+		k.setServing(n.Name(), serving)
+		if err := k.listen(n, serving); err != nil {
+			return err
+		}
+	}
 	if err := k.nodes.Register(startCtx); err != nil {
 		return err
 	}
@@ -150,27 +164,63 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 			return fmt.Errorf("fakekubelet: informer for %v did not sync: %w", typ, context.Cause(startCtx))
 		}
 	}
-	ifaces := map[string]*network.Interface{}
-	for _, n := range k.nodes.All() {
-		iface, err := k.network.Attach(n.InternalIP(), n.Name())
-		if err != nil {
-			return fmt.Errorf("fakekubelet: node %s: %w", n.Name(), err)
-		}
-		ifaces[n.Name()] = iface
-	}
 	var err error
 	if k.controlPlane, err = k.network.Attach(k.opts.ControlPlaneAddr, ""); err != nil {
 		return fmt.Errorf("fakekubelet: the control plane's address: %w", err)
 	}
 	if k.opts.API != nil {
-		if err := k.serveAPI(ifaces); err != nil {
+		if k.api, err = k.newAPIServer(); err != nil {
+			return err
+		}
+	}
+	for _, n := range k.nodes.All() {
+		if err := k.attach(n, k.servingOf(n.Name())); err != nil {
 			return err
 		}
 	}
 	k.wg.Go(func() { k.status.Run(ctx, StatusWorkers) })
 	k.wg.Go(func() { k.pods.run(ctx) })
 	k.wg.Go(func() { k.nodes.Heartbeat(ctx, k.nodeLister) })
+	if !k.opts.Manage.IsZero() {
+		return k.manageNodes(ctx, factory.Core().V1().Nodes().Informer())
+	}
 	return nil
+}
+
+// attach puts the node on the pod network and serves its kubelet API there and on its listener.
+func (k *Kubelet) attach(n *nodes.Node, serving *nodeServing) error {
+	iface, err := k.network.Attach(n.InternalIP(), n.Name())
+	if err != nil {
+		return fmt.Errorf("fakekubelet: node %s: %w", n.Name(), err)
+	}
+	serving.iface = iface
+	if k.api != nil {
+		return k.serve(n, serving)
+	}
+	return nil
+}
+
+func (k *Kubelet) setServing(name string, s *nodeServing) {
+	k.servingMu.Lock()
+	defer k.servingMu.Unlock()
+	k.serving[name] = s
+}
+
+func (k *Kubelet) servingOf(name string) *nodeServing {
+	k.servingMu.Lock()
+	defer k.servingMu.Unlock()
+	return k.serving[name]
+}
+
+// closeServing stops what the named node holds open, if anything.
+func (k *Kubelet) closeServing(name string) {
+	k.servingMu.Lock()
+	s := k.serving[name]
+	delete(k.serving, name)
+	k.servingMu.Unlock()
+	if s != nil {
+		s.close()
+	}
 }
 
 // Stop stops the heartbeats and the pod workers, kills every container process and
@@ -182,6 +232,9 @@ func (k *Kubelet) Stop() {
 			k.cancel()
 		}
 		k.wg.Wait()
+		for _, n := range k.nodes.All() {
+			k.closeServing(n.Name())
+		}
 		if k.pods != nil {
 			k.pods.background.Wait()
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/rest"
@@ -62,7 +63,7 @@ func DefaultCapacity() corev1.ResourceList {
 // DefaultPools is one pool "node" of one node.
 func DefaultPools() []NodePool { return []NodePool{{Name: "node", Count: 1}} }
 
-// Options configure a Kubelet.
+// Options configure a Kubelet. With neither Pools nor Manage, it registers DefaultPools.
 type Options struct {
 	// Config reaches the apiserver with the rights of kubelets and the scheduler (the admin).
 	Config *rest.Config
@@ -103,6 +104,52 @@ type Options struct {
 	// Rand picks the endpoint of a Service for each connection from a pod, as kube-proxy picks at
 	// random; a seeded source makes the routes repeatable. Default: a source seeded at random.
 	Rand rand.Source
+	// Manage chooses existing Node objects the kubelet takes over, beside the Pools it registers,
+	// as KWOK's controller chooses the nodes it manages (docs/join.md). Zero: none.
+	Manage ManagedNodes
+}
+
+// ManagedNodes chooses the existing nodes a kubelet takes over, with KWOK's rules: every node
+// (All), one node by name (Name), or the nodes whose annotations and labels match the selectors
+// (both, when both are set). All and Name exclude the others.
+type ManagedNodes struct {
+	All         bool
+	Name        string
+	Annotations labels.Selector
+	Labels      labels.Selector
+}
+
+// IsZero reports whether no node is chosen.
+func (m ManagedNodes) IsZero() bool {
+	return !m.All && m.Name == "" && m.Annotations == nil && m.Labels == nil
+}
+
+// Validate reports choices that exclude each other.
+func (m ManagedNodes) Validate() error {
+	set := 0
+	for _, on := range []bool{m.All, m.Name != "", m.Annotations != nil || m.Labels != nil} {
+		if on {
+			set++
+		}
+	}
+	if set > 1 {
+		return errors.New("fakekubelet: Options.Manage: all nodes, one node by name and nodes by selector exclude each other")
+	}
+	return nil
+}
+
+// Matches reports whether the node is chosen.
+func (m ManagedNodes) Matches(node *corev1.Node) bool {
+	switch {
+	case m.All:
+		return true
+	case m.Name != "":
+		return node.Name == m.Name
+	case m.Annotations == nil && m.Labels == nil:
+		return false
+	}
+	return (m.Annotations == nil || m.Annotations.Matches(labels.Set(node.Annotations))) &&
+		(m.Labels == nil || m.Labels.Matches(labels.Set(node.Labels)))
 }
 
 // DefaultControlPlaneAddr is the control plane's address on the pod network unless
@@ -118,6 +165,17 @@ type APIOptions struct {
 	// ClientCAs are the PEM certificates of the CAs whose client certificates the kubelets
 	// accept (--client-ca-file): the apiserver's client certificate for kubelets among them.
 	ClientCAs []byte
+	// Listen, when set, serves each node's kubelet API on a real network as well: a TCP
+	// listener of its own on this address, at Port + the node's number or, with Port 0, at a
+	// port the system picks. The nodes then advertise Advertise (default Listen) as their
+	// InternalIP and the listener's port as their kubelet endpoint, so that an apiserver that
+	// is not restartbed's reaches them (a joined kubelet, docs/join.md).
+	Listen netip.Addr
+	// Port is the first port of the nodes' listeners on Listen; 0: ports the system picks.
+	Port uint16
+	// Advertise is the address the nodes advertise when Listen is unspecified (0.0.0.0), or
+	// reached at another address than it (NAT). Default: Listen.
+	Advertise netip.Addr
 }
 
 func (o *Options) complete() error {
@@ -127,8 +185,19 @@ func (o *Options) complete() error {
 	if err := o.Timing.Validate(); err != nil {
 		return fmt.Errorf("fakekubelet: %w", err)
 	}
-	if len(o.Pools) == 0 {
+	if len(o.Pools) == 0 && o.Manage.IsZero() {
 		o.Pools = DefaultPools()
+	}
+	if err := o.Manage.Validate(); err != nil {
+		return err
+	}
+	if a := o.API; a != nil && a.Listen.IsValid() {
+		if !a.Advertise.IsValid() {
+			a.Advertise = a.Listen
+		}
+		if a.Advertise.IsUnspecified() {
+			return fmt.Errorf("fakekubelet: Options.API: the nodes cannot advertise %s; say the address the apiserver reaches them at (Advertise)", a.Advertise)
+		}
 	}
 	if _, err := version.ParseSemantic(o.KubeletVersion); err != nil {
 		return fmt.Errorf("fakekubelet: Options.KubeletVersion %q: %w", o.KubeletVersion, err)

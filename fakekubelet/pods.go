@@ -133,6 +133,14 @@ func (p *pods) state(uid types.UID) *podState {
 	return st
 }
 
+// teardown kills the pod's containers and forgets it: sandbox, status, state and IP.
+func (p *pods) teardown(uid types.UID) {
+	p.rt.RemovePod(uid)
+	p.status.Forget(uid)
+	p.forgetState(uid)
+	p.releaseIP(uid)
+}
+
 // forgetState drops the kubelet's memory of a pod (a kubelet restart does this for all pods).
 func (p *pods) forgetState(uid types.UID) {
 	p.mu.Lock()
@@ -207,15 +215,13 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 	if unseen {
 		return nil // bound to a partitioned node after the partition began: its kubelet never heard of it
 	}
-	if pod == nil {
-		p.rt.RemovePod(uid)
-		p.status.Forget(uid)
-		p.forgetState(uid)
-		p.releaseIP(uid)
-		return nil
+	var n *nodes.Node
+	if pod != nil {
+		n = p.nodes.Get(pod.Spec.NodeName)
 	}
-	n := p.nodes.Get(pod.Spec.NodeName)
 	if n == nil {
+		// Gone from the API, or its node released (adopt.go): its containers die with it.
+		p.teardown(uid)
 		return nil
 	}
 	st := p.state(uid)

@@ -32,10 +32,11 @@ func setUpLogging(w io.Writer, v int) {
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "restartbed",
-		Short: "A Kubernetes 1.35 test bed with an emulated kubelet, for JobSet in-place restart",
-		Long: `restartbed runs a real kube-apiserver 1.35, the upstream Job, garbage-collector and node
-lifecycle controllers, and emulated nodes with a scheduler in one process, so that controllers
-and manifests can be exercised without a cluster.`,
+		Short: "A Kubernetes test bed with emulated kubelets, for JobSet in-place restart and any controller",
+		Long: `restartbed runs the real control plane of a Kubernetes release (1.35, 1.36 or 1.37: etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler) with emulated kubelets whose containers
+really exit, restart and crash-loop, so that controllers and manifests can be exercised without
+machines; its kubelets can also join a cluster it did not start (restartbed kubelet).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
@@ -44,6 +45,6 @@ and manifests can be exercised without a cluster.`,
 	}
 	root.PersistentFlags().IntVarP(&verbosity, "verbosity", "v", 0,
 		"log level of the in-process components on stderr (0: none; 2: state changes; 5: everything)")
-	root.AddCommand(newVersionCommand(), newAssetsCommand(), newDemoCommand(), newRunCommand(), newValidateCommand(), newUpCommand(), newBenchCommand())
+	root.AddCommand(newVersionCommand(), newAssetsCommand(), newDemoCommand(), newRunCommand(), newValidateCommand(), newUpCommand(), newKubeletCommand(), newBenchCommand())
 	return root
 }

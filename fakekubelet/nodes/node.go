@@ -26,6 +26,13 @@ type Spec struct {
 	// Capacity is the node's capacity and allocatable.
 	Capacity corev1.ResourceList
 	Taints   []corev1.Taint
+	// Address is the InternalIP the node advertises, where the apiserver reaches its kubelet API:
+	// the address of a process that serves it on a real network (a kubelet joined to another
+	// cluster). Zero: its address on the pod network (Node.InternalIP), reached through the
+	// control plane's egress to it.
+	Address netip.Addr
+	// KubeletPort is the port of its kubelet API it advertises (daemonEndpoints). Zero: KubeletPort.
+	KubeletPort int32
 }
 
 // Node is one emulated node.
@@ -33,7 +40,11 @@ type Node struct {
 	spec Spec
 	// index numbers the node across the kubelet's nodes, from 0: it picks its addresses.
 	index int
-	uid   atomic.Value // types.UID once registered
+	// podCIDR is the pod range the API gave an adopted node (spec.podCIDR), or invalid.
+	podCIDR netip.Prefix
+	// adopted: the Node object was not created by this kubelet but taken over (Set.Adopt).
+	adopted bool
+	uid     atomic.Value // types.UID once registered
 	// cutOff: the node is partitioned from the apiserver: its kubelet and its pods' programs
 	// reach nothing.
 	cutOff atomic.Bool
@@ -48,14 +59,48 @@ func (n *Node) UID() types.UID {
 	return uid
 }
 
-// InternalIP is the node's address, the index+1st host of 172.16.0.0/12.
+// InternalIP is the node's address on the pod network, the index+1st host of 172.16.0.0/12: its
+// pods' hostIP, and the address its kubelet API is served on to the pods and the control plane's
+// egress. Address is what the Node object advertises.
 func (n *Node) InternalIP() netip.Addr {
 	host := n.index + 1
 	return netip.AddrFrom4([4]byte{internalIPFirstOctet, byte(16 + host>>16&0x0f), byte(host >> 8), byte(host)})
 }
 
-// PodCIDR is the node's pod range: a /24 of 10.64.0.0/10, one per node.
+// Address is the InternalIP the Node object advertises: Spec.Address, or InternalIP.
+func (n *Node) Address() netip.Addr {
+	if n.spec.Address.IsValid() {
+		return n.spec.Address
+	}
+	return n.InternalIP()
+}
+
+// KubeletPort is the port of the kubelet API the Node object advertises.
+func (n *Node) KubeletPort() int32 {
+	if n.spec.KubeletPort != 0 {
+		return n.spec.KubeletPort
+	}
+	return KubeletPort
+}
+
+// SetEndpoint sets the address and port the node advertises for its kubelet API (Spec.Address,
+// Spec.KubeletPort), once its listener is open. Call it before Register or Adopt.
+func (n *Node) SetEndpoint(addr netip.Addr, port int32) {
+	n.spec.Address, n.spec.KubeletPort = addr, port
+}
+
+// Index numbers the node among the kubelet's, from 0 in registration and adoption order.
+func (n *Node) Index() int { return n.index }
+
+// Adopted reports whether the kubelet took over an existing Node object rather than creating it.
+func (n *Node) Adopted() bool { return n.adopted }
+
+// PodCIDR is the node's pod range: the API's spec.podCIDR of an adopted node that has an IPv4
+// one, else a /24 of 10.64.0.0/10, one per node.
 func (n *Node) PodCIDR() netip.Prefix {
+	if n.podCIDR.IsValid() {
+		return n.podCIDR
+	}
 	i := n.index
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(64 + i>>8&0x3f), byte(i), 0}), 24)
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -59,11 +61,17 @@ type Options struct {
 	Nodes []Spec
 }
 
-// Set is a kubelet's nodes, and the heartbeat that keeps them alive in the API.
+// Set is a kubelet's nodes, and the heartbeat that keeps them alive in the API. The nodes of
+// Options.Nodes are there from New; adopted ones come and go while it runs (Adopt, Release).
 type Set struct {
-	opts   Options
+	opts Options
+
+	mu     sync.RWMutex
 	nodes  []*Node
 	byName map[string]*Node
+	// next is the index of the next node: indexes are never reused, so that no two nodes, even
+	// one released and one adopted later, share an address.
+	next int
 }
 
 // New validates the options and numbers the nodes; it starts nothing.
@@ -72,29 +80,144 @@ func New(opts Options) (*Set, error) {
 		return nil, fmt.Errorf("%d nodes requested; the address plan numbers at most %d", len(opts.Nodes), MaxNodes)
 	}
 	s := &Set{opts: opts, byName: make(map[string]*Node, len(opts.Nodes))}
-	for i, spec := range opts.Nodes {
+	for _, spec := range opts.Nodes {
 		if s.byName[spec.Name] != nil {
 			return nil, fmt.Errorf("two nodes are named %s", spec.Name)
 		}
-		n := &Node{spec: spec, index: i}
-		s.nodes = append(s.nodes, n)
-		s.byName[spec.Name] = n
+		s.add(&Node{spec: spec})
 	}
 	return s, nil
 }
 
-// Get returns the named node, or nil.
-func (s *Set) Get(name string) *Node { return s.byName[name] }
+// add numbers n and puts it in the set; only New calls it, before the set is shared.
+func (s *Set) add(n *Node) {
+	n.index = s.next
+	s.next++
+	s.nodes = append(s.nodes, n)
+	s.byName[n.Name()] = n
+}
 
-// All returns the nodes in registration order.
-func (s *Set) All() []*Node { return slices.Clone(s.nodes) }
+// Get returns the named node, or nil.
+func (s *Set) Get(name string) *Node {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.byName[name]
+}
+
+// All returns the nodes in registration and adoption order.
+func (s *Set) All() []*Node {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.nodes)
+}
+
+// Len is the number of nodes.
+func (s *Set) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.nodes)
+}
+
+// Prepare numbers a node to adopt, the existing Node object current, with the addresses of spec
+// (its name is current's); it is not in the set until Adopt. Its labels, taints, capacity and
+// allocatable stay the object's (spec.Capacity where it declares none).
+func (s *Set) Prepare(current *corev1.Node, spec Spec) (*Node, error) {
+	spec.Name = current.Name
+	n := &Node{spec: spec, adopted: true}
+	if p, err := netip.ParsePrefix(current.Spec.PodCIDR); err == nil && p.Addr().Is4() && p.Bits() <= 30 {
+		n.podCIDR = p.Masked()
+	}
+	n.uid.Store(current.UID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next >= MaxNodes {
+		return nil, fmt.Errorf("node %s: the address plan numbers at most %d nodes", n.Name(), MaxNodes)
+	}
+	n.index = s.next
+	s.next++
+	return n, nil
+}
+
+// Adopt takes over the existing Node object of a prepared node, as KWOK's controller takes over
+// the nodes it manages, and puts the node in the set: the kubelet fills in the status a kubelet
+// posts — its addresses (spec.Address and the node's name), the kubelet API's port, node info,
+// healthy conditions, the capacity and allocatable it lacks — and holds its Lease. If a write
+// fails, the node stays out of the set.
+func (s *Set) Adopt(ctx context.Context, n *Node, current *corev1.Node) error {
+	if err := s.takeOver(ctx, n, current); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byName[n.Name()] != nil {
+		return fmt.Errorf("node %s is already this kubelet's", n.Name())
+	}
+	s.nodes = append(s.nodes, n)
+	s.byName[n.Name()] = n
+	return nil
+}
+
+// Release forgets the named adopted node: its heartbeat stops. It returns the node, or nil if it
+// is not an adopted node of the set (registered nodes are never released).
+func (s *Set) Release(name string) *Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.byName[name]
+	if n == nil || !n.adopted {
+		return nil
+	}
+	delete(s.byName, name)
+	s.nodes = slices.DeleteFunc(s.nodes, func(o *Node) bool { return o == n })
+	return n
+}
+
+// takeOver writes what the kubelet of an adopted node owns: one merge patch of the status, and
+// the Lease.
+func (s *Set) takeOver(ctx context.Context, n *Node, current *corev1.Node) error {
+	now := metav1.NewTime(s.opts.Clock.Now())
+	want := s.object(n)
+	st := map[string]any{
+		"phase":           corev1.NodeRunning,
+		"conditions":      healthyConditions(now),
+		"addresses":       want.Status.Addresses,
+		"daemonEndpoints": want.Status.DaemonEndpoints,
+		"nodeInfo":        want.Status.NodeInfo,
+	}
+	if len(want.Status.DeclaredFeatures) > 0 {
+		st["declaredFeatures"] = want.Status.DeclaredFeatures
+	}
+	if len(current.Status.Capacity) == 0 {
+		st["capacity"] = want.Status.Capacity
+	}
+	if len(current.Status.Allocatable) == 0 {
+		allocatable := current.Status.Capacity
+		if len(allocatable) == 0 {
+			allocatable = want.Status.Allocatable
+		}
+		st["allocatable"] = allocatable
+	}
+	patch, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		return err
+	}
+	if _, err := s.opts.Client.CoreV1().Nodes().Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("taking over node %s: %w", n.Name(), err)
+	}
+	if err := s.ensureLease(ctx, n, current.UID); err != nil {
+		return err
+	}
+	return nil
+}
 
 // Register creates every node and its Lease. A node left over from an earlier kubelet of the
 // same name is taken over, as a restarted kubelet does.
 func (s *Set) Register(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(apiWorkers)
-	for _, n := range s.nodes {
+	for _, n := range s.All() {
+		if n.adopted {
+			continue
+		}
 		g.Go(func() error { return s.register(gctx, n) })
 	}
 	return g.Wait()
@@ -110,12 +233,19 @@ func (s *Set) register(ctx context.Context, n *Node) error {
 		return fmt.Errorf("registering node %s: %w", n.Name(), err)
 	}
 	n.uid.Store(created.UID)
+	return s.ensureLease(ctx, n, created.UID)
+}
+
+// ensureLease creates the node's Lease, owned by the node as the kubelet makes it, or takes over
+// the one that exists: its holder becomes this kubelet's node and it is renewed now.
+func (s *Set) ensureLease(ctx context.Context, n *Node, uid types.UID) error {
+	c := s.opts.Client
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      n.Name(),
 			Namespace: corev1.NamespaceNodeLease,
 			// As the kubelet does, so the lease goes with its node.
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name(), UID: created.UID}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name(), UID: uid}},
 		},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(n.Name()),
@@ -123,7 +253,16 @@ func (s *Set) register(ctx context.Context, n *Node) error {
 			RenewTime:            &metav1.MicroTime{Time: s.opts.Clock.Now()},
 		},
 	}
-	if _, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		patch, perr := json.Marshal(map[string]any{"spec": map[string]any{"holderIdentity": lease.Spec.HolderIdentity,
+			"leaseDurationSeconds": lease.Spec.LeaseDurationSeconds, "renewTime": lease.Spec.RenewTime}})
+		if perr != nil {
+			return perr
+		}
+		_, err = c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	if err != nil {
 		return fmt.Errorf("creating the lease of node %s: %w", n.Name(), err)
 	}
 	return nil
@@ -151,10 +290,10 @@ func (s *Set) object(n *Node) *corev1.Node {
 			Phase:       corev1.NodeRunning,
 			Conditions:  healthyConditions(now),
 			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: n.InternalIP().String()},
+				{Type: corev1.NodeInternalIP, Address: n.Address().String()},
 				{Type: corev1.NodeHostName, Address: n.Name()},
 			},
-			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: KubeletPort}},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: n.KubeletPort()}},
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID:               fmt.Sprintf("%032x", index+1),
 				SystemUUID:              fmt.Sprintf("00000000-0000-0000-0000-%012x", index+1),
@@ -207,7 +346,7 @@ func (s *Set) Heartbeat(ctx context.Context, current corelisters.NodeLister) {
 		}
 		var g errgroup.Group
 		g.SetLimit(apiWorkers)
-		for _, n := range s.nodes {
+		for _, n := range s.All() {
 			if n.Partitioned() {
 				continue
 			}

@@ -5,10 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/internal/clocktest"
 	"github.com/restartbed/restartbed/timing"
@@ -209,4 +212,81 @@ func TestNetworkOfAPartitionedNode(t *testing.T) {
 		t.Fatalf("request after the partition: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// TestAdopt takes over a KWOK-style Node: its declared capacity, labels and taints stay, its
+// addresses, kubelet endpoint, node info and conditions become the kubelet's, its existing Lease
+// is held by it; Release lets it go and never lets a registered node go.
+func TestAdopt(t *testing.T) {
+	s, client, _ := newSet(t, Spec{Name: "registered"})
+	ctx := context.Background()
+	if err := s.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	declared := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), "google.com/tpu": resource.MustParse("4")}
+	kwok := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "kwok-0", UID: "kwok-uid", Labels: map[string]string{"type": "kwok"}},
+		Spec:       corev1.NodeSpec{PodCIDR: "10.244.7.0/24", Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Capacity: declared,
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.9"}}},
+	}
+	if _, err := client.CoreV1().Nodes().Create(ctx, kwok, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stale := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kwok-0", Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("kwok-controller")}}
+	if _, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, stale, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Prepare(kwok, Spec{Address: netip.MustParseAddr("127.0.0.1"), KubeletPort: 40001, Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Get("kwok-0") != nil {
+		t.Error("a prepared node is in the set before it is adopted")
+	}
+	if err := s.Adopt(ctx, n, kwok); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoreV1().Nodes().Get(ctx, "kwok-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Status.Capacity.Cpu().Equal(resource.MustParse("32")) || !got.Status.Allocatable.Cpu().Equal(resource.MustParse("32")) {
+		t.Errorf("capacity %v, allocatable %v: want the declared capacity for both", got.Status.Capacity, got.Status.Allocatable)
+	}
+	if got.Labels["type"] != "kwok" || len(got.Spec.Taints) != 1 {
+		t.Errorf("labels %v, taints %v: want the manifest's", got.Labels, got.Spec.Taints)
+	}
+	if len(got.Status.Addresses) != 2 || got.Status.Addresses[0].Address != "127.0.0.1" || got.Status.DaemonEndpoints.KubeletEndpoint.Port != 40001 ||
+		got.Status.NodeInfo.KubeletVersion != "v1.37.2" || got.Status.Phase != corev1.NodeRunning {
+		t.Errorf("status after the take-over: %+v", got.Status)
+	}
+	if n.PodCIDR().String() != "10.244.7.0/24" || n.InternalIP().String() != "172.16.0.2" || n.Index() != 1 {
+		t.Errorf("pod CIDR %s, pod-network address %s, index %d: want the node's CIDR and the next address", n.PodCIDR(), n.InternalIP(), n.Index())
+	}
+	lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "kwok-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *lease.Spec.HolderIdentity != "kwok-0" || lease.Spec.RenewTime == nil {
+		t.Errorf("lease after the take-over: %+v", lease.Spec)
+	}
+	if len(s.All()) != 2 || s.Get("kwok-0") != n {
+		t.Errorf("set after the adoption: %d nodes", len(s.All()))
+	}
+	if s.Release("registered") != nil || s.Get("registered") == nil {
+		t.Error("a registered node was released")
+	}
+	if s.Release("kwok-0") != n || s.Get("kwok-0") != nil || s.Len() != 1 {
+		t.Error("the adopted node was not released")
+	}
+	// A node adopted again gets a new address: indexes are never reused.
+	again, err := s.Prepare(kwok, Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Index() != 2 {
+		t.Errorf("index %d after a release, want 2", again.Index())
+	}
 }

@@ -71,32 +71,8 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 
-	var out specs.SyncBuffer
-	up := exec.Command(bin, "up", "--nodes", "2", "--timing", "fast", "--kubeconfig", kubeconfig)
-	up.Stdout, up.Stderr = &out, &out
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- up.Wait() }()
-	defer func() {
-		if up.ProcessState == nil {
-			_ = up.Process.Kill()
-			<-exited //nolint:errcheck // killed: its exit status says only that
-		}
-	}()
-	// The control plane may be built on first use (make test builds it before the tests).
-	deadline := time.Now().Add(8 * time.Minute)
-	for !strings.Contains(out.String(), "Press Ctrl-C") {
-		select {
-		case err := <-exited:
-			t.Fatalf("up exited early (%v):\n%s", err, out.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("up did not come up:\n%s", out.String())
-		}
-	}
+	up := startProcess(t, exec.Command(bin, "up", "--nodes", "2", "--timing", "fast", "--kubeconfig", kubeconfig))
+	out := up.out
 	saved, err := os.ReadFile(kubeconfig)
 	if err != nil {
 		t.Fatalf("up said it was up but wrote no kubeconfig: %v\n%s", err, out.String())
@@ -104,35 +80,7 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 	if !strings.Contains(out.String(), "export KUBECONFIG="+kubeconfig) {
 		t.Errorf("up's instructions do not name the kubeconfig:\n%s", out.String())
 	}
-
-	run := func(args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, k, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		if err != nil {
-			err = errors.New(err.Error() + ": " + stderr.String())
-		}
-		return strings.TrimSpace(stdout.String()), err
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		s, err := run(args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
-		}
-		return s
-	}
-	eventually := func(what string, ok func() bool) {
-		t.Helper()
-		for end := time.Now().Add(60 * time.Second); !ok(); time.Sleep(500 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("%s: not after 60s; pods:\n%s", what, must("get", "pods", "-o", "wide"))
-			}
-		}
-	}
+	run, must, eventually := kubectlFuncs(t, k, kubeconfig)
 
 	if got := must("get", "nodes", "-o", "name"); got != "node/node-0\nnode/node-1" {
 		t.Fatalf("kubectl get nodes: %q", got)
@@ -155,17 +103,7 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 
 	kubeletAPI(t, k, kubeconfig, run, must, eventually)
 
-	if err := up.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("up exited with %v after SIGINT:\n%s", err, out.String())
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("up still running 2m after SIGINT:\n%s", out.String())
-	}
+	up.interrupt(t, syscall.SIGINT)
 	if _, err := os.Stat(kubeconfig); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the kubeconfig is still there after up stopped (%v)", err)
 	}
@@ -178,6 +116,94 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 	if b, err := probe.CombinedOutput(); err == nil {
 		t.Errorf("the apiserver still answers after up stopped:\n%s", b)
 	}
+}
+
+// process is a restartbed command running in the background.
+type process struct {
+	cmd    *exec.Cmd
+	out    *specs.SyncBuffer
+	exited chan error
+}
+
+// startProcess starts cmd and waits until it says it is up ("Press Ctrl-C"); the test's cleanup
+// kills it if it still runs.
+func startProcess(t *testing.T, cmd *exec.Cmd) *process {
+	t.Helper()
+	p := &process{cmd: cmd, out: &specs.SyncBuffer{}, exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.exited //nolint:errcheck // killed: its exit status says only that
+		}
+	})
+	// The control plane may be built on first use (make test builds it before the tests).
+	deadline := time.Now().Add(8 * time.Minute)
+	for !strings.Contains(p.out.String(), "Press Ctrl-C") {
+		select {
+		case err := <-p.exited:
+			t.Fatalf("%s exited early (%v):\n%s", strings.Join(cmd.Args, " "), err, p.out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not come up:\n%s", strings.Join(cmd.Args, " "), p.out.String())
+		}
+	}
+	return p
+}
+
+// interrupt signals the process as Ctrl-C or a pod's termination does and waits for it to exit 0.
+func (p *process) interrupt(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("%s exited with %v after %v:\n%s", p.cmd.Args[1], err, sig, p.out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s still running 2m after %v:\n%s", p.cmd.Args[1], sig, p.out.String())
+	}
+}
+
+// kubectlFuncs run kubectl k on the kubeconfig: run returns its output, must fails the test on
+// an error, eventually polls a condition for a minute.
+func kubectlFuncs(t *testing.T, k, kubeconfig string) (run func(...string) (string, error), must func(...string) string, eventually func(string, func() bool)) {
+	run = func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, k, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err != nil {
+			err = errors.New(err.Error() + ": " + stderr.String())
+		}
+		return strings.TrimSpace(stdout.String()), err
+	}
+	must = func(args ...string) string {
+		t.Helper()
+		s, err := run(args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+		}
+		return s
+	}
+	eventually = func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(60 * time.Second); !ok(); time.Sleep(500 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: not after 60s; pods:\n%s", what, must("get", "pods", "-o", "wide"))
+			}
+		}
+	}
+	return run, must, eventually
 }
 
 // talker's first instance prints first-run and fails; the second reads its ConfigMap through env

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func kubeletTestFlags() kubeletFlags {
+	return kubeletFlags{featureGates: map[string]bool{}, labels: map[string]string{}, capacity: map[string]string{},
+		pool: "node", timing: "fast", set: func(string) bool { return false }}
+}
+
+// TestJoinOptions turns the flags into the joined kubelets' options, and reports every bad flag
+// by name at once.
+func TestJoinOptions(t *testing.T) {
+	f := kubeletTestFlags()
+	f.nodes, f.pool = 8, "tpu"
+	f.capacity["google.com/tpu"] = "8"
+	f.taints = []string{"dedicated=tpu:NoSchedule"}
+	f.manageAnnotations = "kwok.x-k8s.io/node=fake"
+	f.nodeIP = "10.1.2.3"
+	opts, err := joinOptions(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := opts.Pools[0]
+	if p.Name != "tpu" || p.Count != 8 || p.Capacity.Name("google.com/tpu", "").String() != "8" ||
+		p.Taints[0] != (corev1.Taint{Key: "dedicated", Value: "tpu", Effect: corev1.TaintEffectNoSchedule}) {
+		t.Errorf("pool: %+v", p)
+	}
+	if opts.Manage.Annotations == nil || opts.NodeIP.String() != "10.1.2.3" || opts.Timing.Name != "fast" {
+		t.Errorf("options: %+v", opts)
+	}
+
+	bad := kubeletTestFlags()
+	bad.nodes = -1
+	bad.capacity["cpu"] = "lots"
+	bad.taints = []string{"no-effect", "k=v:Sometimes"}
+	bad.manageAll, bad.manageLabels = true, "type=kwok"
+	bad.nodeIP = "0.0.0.0"
+	bad.nodePort = 70000
+	bad.version = "1.20"
+	_, err = joinOptions(bad)
+	if err == nil {
+		t.Fatal("bad flags accepted")
+	}
+	for _, want := range []string{"--nodes must not be negative", "--capacity cpu=lots", `--register-with-taints "no-effect"`,
+		`effect "Sometimes"`, "exclude each other", "--node-ip 0.0.0.0", "--node-port must be a port number", "--kubernetes-version"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+
+	none := kubeletTestFlags()
+	if _, err := joinOptions(none); err == nil || !strings.Contains(err.Error(), "no nodes") {
+		t.Errorf("no nodes: %v", err)
+	}
+}
