@@ -343,6 +343,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
 			Programs: opts.Programs, Builtins: opts.builtinPrograms(), HostBinaries: c.hostBinaries,
 			KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
+			NodeIdentities: true,
 		})
 		if err != nil {
 			return err

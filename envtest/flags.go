@@ -59,6 +59,10 @@ func (c *Cluster) apiServerArgs(args *crenvtest.Arguments, noControllerManager b
 	if !noControllerManager {
 		args.Disable("disable-admission-plugins")
 	}
+	// Kubelets are authorized as on a kubeadm cluster: the Node authorizer and NodeRestriction
+	// admission limit each to its own node, its pods and what they use (docs/join.md).
+	args.Set("authorization-mode", "Node,RBAC")
+	args.Set("enable-admission-plugins", "NodeRestriction")
 	// The DefaultTolerationSeconds admission plugin gives every pod these tolerations of the
 	// not-ready and unreachable NoExecute taints, so taint eviction runs on the profile's clock.
 	tolerate := seconds(c.Timing.DefaultTolerationSeconds)

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -39,10 +38,23 @@ type events struct {
 	byNode map[string]record.EventRecorder
 }
 
-func newEvents(ctx context.Context, client kubernetes.Interface, lost func(node string) bool) *events {
+func newEvents(ctx context.Context, ids *identities, lost func(node string) bool) *events {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	b.StartRecordingToSink(nodeSink{ids: ids})
 	return &events{broadcaster: b, byNode: map[string]record.EventRecorder{}, lost: lost}
+}
+
+// nodeSink writes each event as the kubelet of the node that recorded it (its source's host).
+type nodeSink struct{ ids *identities }
+
+func (s nodeSink) sink(e *corev1.Event) record.EventSink {
+	return &typedcorev1.EventSinkImpl{Interface: s.ids.client(e.Source.Host).CoreV1().Events("")}
+}
+
+func (s nodeSink) Create(e *corev1.Event) (*corev1.Event, error) { return s.sink(e).Create(e) }
+func (s nodeSink) Update(e *corev1.Event) (*corev1.Event, error) { return s.sink(e).Update(e) }
+func (s nodeSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	return s.sink(e).Patch(e, data)
 }
 
 func (e *events) recorder(node string) record.EventRecorder {

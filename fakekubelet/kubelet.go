@@ -43,8 +43,10 @@ const syncFrequency = time.Minute
 type Kubelet struct {
 	opts   Options
 	client kubernetes.Interface
-	clock  clock.WithTicker
-	nodes  *nodes.Set
+	// ids are the nodes' kubelets' clients (Options.NodeIdentities).
+	ids   *identities
+	clock clock.WithTicker
+	nodes *nodes.Set
 	// nodeLister reads the nodes as the API has them (the informer's view).
 	nodeLister corelisters.NodeLister
 	pods       *pods
@@ -72,9 +74,14 @@ func New(opts Options) (*Kubelet, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
 	}
-	client, err := kubernetes.NewForConfig((&Kubelet{opts: opts}).clientConfig("restartbed-kubelet"))
+	cfg := (&Kubelet{opts: opts}).clientConfig("restartbed-kubelet")
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: client: %w", err)
+	}
+	ids, err := newIdentities(cfg, client, opts.NodeIdentities)
+	if err != nil {
+		return nil, err
 	}
 	programs, err := program.NewRegistry(opts.Programs, opts.Builtins, opts.HostBinaries != nil)
 	if err != nil {
@@ -97,12 +104,16 @@ func New(opts Options) (*Kubelet, error) {
 			specs = append(specs, nodes.Spec{Name: pool.NodeName(i), Labels: labels, Capacity: capacity, Taints: pool.Taints})
 		}
 	}
-	set, err := nodes.New(nodes.Options{Client: client, Clock: opts.Clock, Timing: opts.Timing, KubeletVersion: opts.KubeletVersion,
+	var admin nodes.Client
+	if opts.NodeIdentities {
+		admin = client
+	}
+	set, err := nodes.New(nodes.Options{Client: ids.client, Admin: admin, Clock: opts.Clock, Timing: opts.Timing, KubeletVersion: opts.KubeletVersion,
 		DeclaredFeatures: opts.DeclaredFeatures, Nodes: specs})
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
-	return &Kubelet{opts: opts, client: client, clock: opts.Clock, programs: programs, release: rel, nodes: set,
+	return &Kubelet{opts: opts, client: client, ids: ids, clock: opts.Clock, programs: programs, release: rel, nodes: set,
 		serving: map[string]*nodeServing{}}, nil
 }
 
@@ -143,7 +154,7 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	// The kubelet reads pods' spec and status, never who wrote which field: managed fields would be
 	// most of the cache's memory at thousands of pods.
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0, informers.WithTransform(crcache.TransformStripManagedFields()))
-	k.events = newEvents(ctx, k.client, func(name string) bool {
+	k.events = newEvents(ctx, k.ids, func(name string) bool {
 		n := k.nodes.Get(name)
 		return n != nil && n.Partitioned()
 	})
@@ -285,22 +296,26 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 // pod informer.
 func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerFactory) error {
 	rules := restart.Rules{RestartAll: k.opts.FeatureGates[GateRestartAllContainers]}
-	tokens, err := token.New(token.Options{Request: requestToken(k.client), Clock: k.clock})
+	tokens, err := token.New(token.Options{Request: requestToken(k.ids), Clock: k.clock})
 	if err != nil {
 		return fmt.Errorf("fakekubelet: %w", err)
 	}
-	sources := apiSources{client: k.client, configMaps: factory.Core().V1().ConfigMaps().Lister(), secrets: factory.Core().V1().Secrets().Lister(),
+	sources := apiSources{client: k.client, ids: k.ids, configMaps: factory.Core().V1().ConfigMaps().Lister(), secrets: factory.Core().V1().Secrets().Lister(),
 		services: factory.Core().V1().Services().Lister(), tokens: tokens}
 	statusClient, err := kubernetes.NewForConfig(k.clientConfig("restartbed-kubelet-status"))
 	if err != nil {
 		return fmt.Errorf("fakekubelet: status client: %w", err)
 	}
-	p := &pods{client: k.client, clock: k.clock, timing: k.opts.Timing, rules: rules, events: k.events,
+	p := &pods{ids: k.ids, clock: k.clock, timing: k.opts.Timing, rules: rules, events: k.events,
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
 		nodes: k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
 		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release,
 		sources: sources, tokens: tokens}
-	k.status, err = status.New(status.Options{Client: statusClient, Rules: rules, Held: p.cutOff, Clock: k.clock})
+	statusFor := status.OneClient(statusClient.CoreV1())
+	if k.opts.NodeIdentities {
+		statusFor = k.ids.pods
+	}
+	k.status, err = status.New(status.Options{Client: statusFor, Rules: rules, Held: p.cutOff, Clock: k.clock})
 	if err != nil {
 		return err
 	}

@@ -104,6 +104,11 @@ type Options struct {
 	// Rand picks the endpoint of a Service for each connection from a pod, as kube-proxy picks at
 	// random; a seeded source makes the routes repeatable. Default: a source seeded at random.
 	Rand rand.Source
+	// NodeIdentities makes each node's kubelet act as system:node:NAME (group system:nodes) by
+	// impersonation from Config's identity, which must be allowed to impersonate them: its
+	// writes, its pods' tokens and its reads of their ConfigMaps and Secrets then pass the Node
+	// authorizer and NodeRestriction as a kubelet's do (identity.go). Off, they all act as Config's.
+	NodeIdentities bool
 	// Manage chooses existing Node objects the kubelet takes over, beside the Pools it registers,
 	// as KWOK's controller chooses the nodes it manages (docs/join.md). Zero: none.
 	Manage ManagedNodes

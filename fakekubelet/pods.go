@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
@@ -63,7 +62,8 @@ type podState struct {
 // pods runs the pods bound to the kubelet's nodes: one sync per pod event, container exit,
 // backoff expiry or probe period, on a bounded set of workers.
 type pods struct {
-	client   kubernetes.Interface
+	// ids are the nodes' kubelets' clients.
+	ids      *identities
 	clock    clock.WithTicker
 	timing   timing.Profile
 	rules    restart.Rules
@@ -553,7 +553,7 @@ func (p *pods) finishDeleted(ctx context.Context, pod *corev1.Pod) error {
 	if p.cutOff(pod.UID) {
 		return nil // the deletion is finished when the node can reach the apiserver again
 	}
-	err := p.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+	err := p.ids.client(pod.Spec.NodeName).CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)

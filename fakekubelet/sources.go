@@ -28,7 +28,9 @@ const syncErrorBackOff = 10 * time.Second
 // watch-based managers start watching a newly referenced object and wait for it, so an object
 // created just before its pod is found.
 type apiSources struct {
-	client     kubernetes.Interface
+	client kubernetes.Interface
+	// ids make a node's kubelet read an object itself before it is served from the informers.
+	ids        *identities
 	configMaps corelisters.ConfigMapLister
 	secrets    corelisters.SecretLister
 	services   corelisters.ServiceLister
@@ -41,10 +43,11 @@ func (s apiSources) Token(ctx context.Context, pod *corev1.Pod, audience string,
 	return s.tokens.Token(ctx, pod, audience, expirationSeconds)
 }
 
-// requestToken asks the TokenRequest API for a token of the service account.
-func requestToken(client kubernetes.Interface) token.Request {
-	return func(ctx context.Context, namespace, serviceAccount string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
-		return client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, serviceAccount, tr, metav1.CreateOptions{})
+// requestToken asks the TokenRequest API for a token of the service account, as the kubelet of
+// the pod's node.
+func requestToken(ids *identities) token.Request {
+	return func(ctx context.Context, pod *corev1.Pod, serviceAccount string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+		return ids.client(pod.Spec.NodeName).CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, serviceAccount, tr, metav1.CreateOptions{})
 	}
 }
 
@@ -53,7 +56,11 @@ func (s apiSources) Services() ([]*corev1.Service, error) {
 	return s.services.List(labels.Everything())
 }
 
-func (s apiSources) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+func (s apiSources) ConfigMap(ctx context.Context, pod *corev1.Pod, name string) (*corev1.ConfigMap, error) {
+	if err := s.ids.mayRead(ctx, pod, "configmaps", name); err != nil {
+		return nil, err
+	}
+	namespace := pod.Namespace
 	cm, err := s.configMaps.ConfigMaps(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		return s.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -61,7 +68,11 @@ func (s apiSources) ConfigMap(ctx context.Context, namespace, name string) (*cor
 	return cm, err
 }
 
-func (s apiSources) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+func (s apiSources) Secret(ctx context.Context, pod *corev1.Pod, name string) (*corev1.Secret, error) {
+	if err := s.ids.mayRead(ctx, pod, "secrets", name); err != nil {
+		return nil, err
+	}
+	namespace := pod.Namespace
 	secret, err := s.secrets.Secrets(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		return s.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})

@@ -74,6 +74,9 @@ type Options struct {
 	// ClientCA is PEM CA certificates whose client certificates the kubelet API accepts, beside
 	// the client CA the apiserver publishes.
 	ClientCA []byte
+	// NodeIdentities makes each node's kubelet act as system:node:NAME by impersonation
+	// (fakekubelet.Options.NodeIdentities; config/kubelet/node-identities.yaml).
+	NodeIdentities bool
 	// Assets find or build the host-binary sandbox helper (with AllowHostBinaries).
 	Assets controlplane.Options
 	// Logger receives the kubelets' logs. Default: discarded.
@@ -157,7 +160,7 @@ func Start(ctx context.Context, opts Options) (*Kubelets, error) {
 	}
 	k.Kubelet, err = fakekubelet.New(fakekubelet.Options{
 		Config: opts.Config, Pools: opts.Pools, Manage: opts.Manage, FeatureGates: gates, Timing: profile,
-		Logger: opts.Logger, Programs: opts.Programs, Builtins: builtins, HostBinaries: k.host,
+		Logger: opts.Logger, Programs: opts.Programs, Builtins: builtins, HostBinaries: k.host, NodeIdentities: opts.NodeIdentities,
 		KubeletVersion: kubeletVersion, DeclaredFeatures: release.DeclaredFeatures(gates),
 		API: &fakekubelet.APIOptions{ServingCA: servingCA, ClientCAs: clientCAs, Listen: bind, Port: opts.NodePort, Advertise: opts.NodeIP},
 	})

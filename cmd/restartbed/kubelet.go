@@ -50,6 +50,7 @@ type kubeletFlags struct {
 	clientCAFile      string
 	from              string
 	allowBinaries     bool
+	nodeIdentities    bool
 	set               func(name string) bool
 }
 
@@ -71,6 +72,10 @@ Nodes: --nodes N registers N nodes named POOL-0, POOL-1, ... (--pool, --node-lab
 --manage-nodes-with-label-selector (KWOK's convention: kwok.x-k8s.io/node=fake). A node taken
 over keeps its labels, taints, capacity and allocatable; its addresses, kubelet endpoint, node
 info, conditions and Lease become this process's. Nodes it does not own are never touched.
+
+Its nodes write as this process's identity (config/kubelet/rbac.yaml), or with --node-identities
+each as system:node:NAME, as the cluster's Node authorizer and NodeRestriction expect of kubelets
+(config/kubelet/node-identities.yaml).
 
 The release follows the apiserver's version unless --kubernetes-version says otherwise. On
 SIGINT or SIGTERM it stops and kills every container, leaving its Nodes and pods in the API as a
@@ -105,6 +110,8 @@ node losing power would. See docs/join.md.`,
 	fs.StringVar(&f.bindAddress, "bind-address", "", "address the kubelet API listens on (default: --node-ip)")
 	fs.StringVar(&f.clientCAFile, "client-ca-file", "",
 		"CA certificates (PEM) whose client certificates the kubelet API accepts, beside the apiserver's published client CA")
+	fs.BoolVar(&f.nodeIdentities, "node-identities", false,
+		"each node's kubelet acts as system:node:NAME (impersonated), limited by the cluster's Node authorizer and NodeRestriction; needs config/kubelet/node-identities.yaml")
 	fs.StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates and programs to use (its objects and steps are not)")
 	fs.BoolVar(&f.allowBinaries, "allow-host-binaries", false,
 		"let the --from scenario's programs run host executables as containers' processes (needs root)")
@@ -116,7 +123,7 @@ func joinOptions(f kubeletFlags) (join.Options, error) {
 	opts := join.Options{KubernetesVersion: f.version, Programs: []program.Rule{
 		{Container: agent.ContainerName, Builtin: builtins.Agent},
 		{Image: "*" + agent.ContainerName + "*", Builtin: builtins.Agent},
-	}, Builtins: builtins.Programs(), AllowHostBinaries: f.allowBinaries}
+	}, Builtins: builtins.Programs(), AllowHostBinaries: f.allowBinaries, NodeIdentities: f.nodeIdentities}
 	var errs []error
 	if f.from != "" {
 		sc, err := scenarios.Load(f.from)
@@ -309,6 +316,11 @@ func runKubelet(ctx context.Context, out, progress io.Writer, f kubeletFlags) er
 		fmt.Fprintf(out, "  taking over: %s\n", describeManage(opts.Manage))
 	}
 	fmt.Fprintf(out, "  kubelet API: %s, a port per node\n", opts.NodeIP)
+	identity := "this process's"
+	if opts.NodeIdentities {
+		identity = "system:node:NAME for each node"
+	}
+	fmt.Fprintf(out, "  identity:    %s\n", identity)
 	fmt.Fprintf(out, "  timing:      %s\n", k.Timing.Name)
 	fmt.Fprintln(out, "\nPress Ctrl-C to stop; the nodes and their pods stay in the API, as after a power loss.")
 	<-ctx.Done()

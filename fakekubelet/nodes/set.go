@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -15,9 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -47,9 +50,20 @@ const (
 // cluster queues its writes instead of opening thousands of requests at once.
 const apiWorkers = 16
 
+// Client is what a node's kubelet writes with: its Node, its Lease. A kubernetes.Interface is one.
+type Client interface {
+	CoreV1() typedcorev1.CoreV1Interface
+	CoordinationV1() typedcoordinationv1.CoordinationV1Interface
+}
+
 // Options configure a Set.
 type Options struct {
-	Client kubernetes.Interface
+	// Client is the client of the named node's kubelet (its identity, package fakekubelet).
+	Client func(node string) Client
+	// Admin, when set, adds the labels NodeRestriction forbids a kubelet to set on its Node
+	// (kubeletMaySet) after the node registers, as a cluster's administrator or provisioner
+	// labels nodes; nil: the kubelet registers its node with every label.
+	Admin Client
 	Clock  clock.WithTicker
 	// Timing gives the Lease's duration and renew interval and the status report frequency.
 	Timing timing.Profile
@@ -200,7 +214,7 @@ func (s *Set) takeOver(ctx context.Context, n *Node, current *corev1.Node) error
 	if err != nil {
 		return err
 	}
-	if _, err := s.opts.Client.CoreV1().Nodes().Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := s.opts.Client(n.Name()).CoreV1().Nodes().Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("taking over node %s: %w", n.Name(), err)
 	}
 	if err := s.ensureLease(ctx, n, current.UID); err != nil {
@@ -224,8 +238,18 @@ func (s *Set) Register(ctx context.Context) error {
 }
 
 func (s *Set) register(ctx context.Context, n *Node) error {
-	c := s.opts.Client
-	created, err := c.CoreV1().Nodes().Create(ctx, s.object(n), metav1.CreateOptions{})
+	c := s.opts.Client(n.Name())
+	obj := s.object(n)
+	restricted := map[string]string{}
+	if s.opts.Admin != nil {
+		for k, v := range obj.Labels {
+			if !kubeletMaySet(k) {
+				restricted[k] = v
+				delete(obj.Labels, k)
+			}
+		}
+	}
+	created, err := c.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		created, err = c.CoreV1().Nodes().Get(ctx, n.Name(), metav1.GetOptions{})
 	}
@@ -233,13 +257,37 @@ func (s *Set) register(ctx context.Context, n *Node) error {
 		return fmt.Errorf("registering node %s: %w", n.Name(), err)
 	}
 	n.uid.Store(created.UID)
+	if len(restricted) > 0 {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": restricted}})
+		if err != nil {
+			return err
+		}
+		if _, err := s.opts.Admin.CoreV1().Nodes().Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("labelling node %s: %w", n.Name(), err)
+		}
+	}
 	return s.ensureLease(ctx, n, created.UID)
+}
+
+// kubeletMaySet reports whether NodeRestriction lets a kubelet set the label on its own Node
+// (plugin/pkg/admission/noderestriction, getForbiddenLabels): not one of node-restriction.kubernetes.io,
+// and of the kubernetes.io and k8s.io domains only the kubelet's own labels.
+func kubeletMaySet(key string) bool {
+	domain, _, found := strings.Cut(key, "/")
+	if !found {
+		return true
+	}
+	under := func(parent string) bool { return domain == parent || strings.HasSuffix(domain, "."+parent) }
+	if under(corev1.LabelNamespaceNodeRestriction) {
+		return false
+	}
+	return (!under("kubernetes.io") && !under("k8s.io")) || kubeletapis.IsKubeletLabel(key)
 }
 
 // ensureLease creates the node's Lease, owned by the node as the kubelet makes it, or takes over
 // the one that exists: its holder becomes this kubelet's node and it is renewed now.
 func (s *Set) ensureLease(ctx context.Context, n *Node, uid types.UID) error {
-	c := s.opts.Client
+	c := s.opts.Client(n.Name())
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      n.Name(),
@@ -385,7 +433,7 @@ func (s *Set) renewLease(ctx context.Context, n *Node, now metav1.MicroTime) err
 	if err != nil {
 		return err
 	}
-	if _, err := s.opts.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := s.opts.Client(n.Name()).CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("renewing the lease of node %s: %w", n.Name(), err)
 	}
 	return nil
@@ -414,7 +462,7 @@ func (s *Set) postStatus(ctx context.Context, n *Node, current *corev1.Node, now
 	if err != nil {
 		return err
 	}
-	if _, err := s.opts.Client.CoreV1().Nodes().Patch(ctx, n.Name(), types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := s.opts.Client(n.Name()).CoreV1().Nodes().Patch(ctx, n.Name(), types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("posting the status of node %s: %w", n.Name(), err)
 	}
 	return nil

@@ -30,7 +30,7 @@ func newSet(t *testing.T, specs ...Spec) (*Set, *fake.Clientset, *clocktesting.F
 	t.Helper()
 	client := fake.NewClientset()
 	clk := clocktesting.NewFakeClock(t0)
-	s, err := New(Options{Client: client, Clock: clk, Timing: timing.Realistic(), KubeletVersion: "v1.37.2",
+	s, err := New(Options{Client: func(string) Client { return client }, Clock: clk, Timing: timing.Realistic(), KubeletVersion: "v1.37.2",
 		DeclaredFeatures: []string{"RestartAllContainersOnContainerExits"}, Nodes: specs})
 	if err != nil {
 		t.Fatal(err)
@@ -288,5 +288,26 @@ func TestAdopt(t *testing.T) {
 	}
 	if again.Index() != 2 {
 		t.Errorf("index %d after a release, want 2", again.Index())
+	}
+}
+
+// TestKubeletMaySet follows NodeRestriction: a kubelet sets any label outside kubernetes.io and
+// k8s.io, the kubelet's own within them, and none of node-restriction.kubernetes.io.
+func TestKubeletMaySet(t *testing.T) {
+	for key, want := range map[string]bool{
+		"restartbed.dev/pool":                      true,
+		"cloud.google.com/gke-nodepool":            true,
+		"plain":                                    true,
+		corev1.LabelHostname:                       true,
+		corev1.LabelTopologyZone:                   true,
+		"node.kubernetes.io/exclude-from-lb":       true,
+		"kubelet.kubernetes.io/anything":           true,
+		"node-role.kubernetes.io/worker":           false,
+		"node-restriction.kubernetes.io/dedicated": false,
+		"example.k8s.io/thing":                     false,
+	} {
+		if got := kubeletMaySet(key); got != want {
+			t.Errorf("kubeletMaySet(%q) = %v, want %v", key, got, want)
+		}
 	}
 }

@@ -16,8 +16,10 @@ import (
 // Sources give the ConfigMaps and Secrets that containers' environments and volumes refer to, as the
 // kubelet's ConfigMap and Secret managers do: an API NotFound error when one does not exist.
 type Sources interface {
-	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
-	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	// ConfigMap and Secret read an object of the pod's namespace for the pod, as its node's
+	// kubelet may.
+	ConfigMap(ctx context.Context, pod *corev1.Pod, name string) (*corev1.ConfigMap, error)
+	Secret(ctx context.Context, pod *corev1.Pod, name string) (*corev1.Secret, error)
 	// Services lists the cluster's Services, for their environment variables.
 	Services() ([]*corev1.Service, error)
 	// Token is a token of the pod's service account for audience (empty: the apiserver's),
@@ -63,7 +65,7 @@ func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hos
 		if sources == nil {
 			return nil, fmt.Errorf("couldn't get configMap %s/%s, no kubeClient defined", pod.Namespace, name)
 		}
-		cm, err := sources.ConfigMap(ctx, pod.Namespace, name)
+		cm, err := sources.ConfigMap(ctx, pod, name)
 		if err == nil {
 			configMaps[name] = cm
 		}
@@ -76,7 +78,7 @@ func EnvOf(ctx context.Context, pod *corev1.Pod, c *corev1.Container, podIP, hos
 		if sources == nil {
 			return nil, fmt.Errorf("couldn't get secret %s/%s, no kubeClient defined", pod.Namespace, name)
 		}
-		s, err := sources.Secret(ctx, pod.Namespace, name)
+		s, err := sources.Secret(ctx, pod, name)
 		if err == nil {
 			secrets[name] = s
 		}

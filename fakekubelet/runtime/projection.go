@@ -128,7 +128,7 @@ func configMapFiles(ctx context.Context, files map[string]projectedFile, pod *co
 	if sources == nil {
 		return fmt.Errorf("couldn't get configMap %s/%s: no source of ConfigMaps", pod.Namespace, name)
 	}
-	cm, err := sources.ConfigMap(ctx, pod.Namespace, name)
+	cm, err := sources.ConfigMap(ctx, pod, name)
 	if missingOptional(err, optional) {
 		return nil
 	} else if err != nil {
@@ -147,7 +147,7 @@ func secretFiles(ctx context.Context, files map[string]projectedFile, pod *corev
 	if sources == nil {
 		return fmt.Errorf("couldn't get secret %s/%s: no source of Secrets", pod.Namespace, name)
 	}
-	s, err := sources.Secret(ctx, pod.Namespace, name)
+	s, err := sources.Secret(ctx, pod, name)
 	if missingOptional(err, optional) {
 		return nil
 	} else if err != nil {

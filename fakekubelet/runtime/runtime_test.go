@@ -194,14 +194,16 @@ func (s sources) Token(_ context.Context, pod *corev1.Pod, audience string, expi
 	return fmt.Sprintf("token-%s-%s-%d", pod.Name, audience, expiration), nil
 }
 
-func (s sources) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+func (s sources) ConfigMap(_ context.Context, pod *corev1.Pod, name string) (*corev1.ConfigMap, error) {
+	ns := pod.Namespace
 	if cm, ok := s.configMaps[ns+"/"+name]; ok {
 		return cm, nil
 	}
 	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
 }
 
-func (s sources) Secret(_ context.Context, ns, name string) (*corev1.Secret, error) {
+func (s sources) Secret(_ context.Context, pod *corev1.Pod, name string) (*corev1.Secret, error) {
+	ns := pod.Namespace
 	if sec, ok := s.secrets[ns+"/"+name]; ok {
 		return sec, nil
 	}
@@ -518,7 +520,7 @@ func TestTokenRenewal(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	issued := 0
 	tokens, err := token.New(token.Options{Clock: clk, Jitter: func() time.Duration { return 0 },
-		Request: func(_ context.Context, _, _ string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+		Request: func(_ context.Context, _ *corev1.Pod, _ string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
 			issued++
 			out := tr.DeepCopy()
 			out.Status.Token = fmt.Sprintf("t%d", issued)

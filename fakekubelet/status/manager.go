@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -33,7 +33,7 @@ import (
 // nothing is written for it and its latest status waits; Reconnect publishes it against what the
 // API holds by then.
 type Manager struct {
-	client kubernetes.Interface
+	client func(node string) typedcorev1.PodsGetter
 	rules  restart.Rules
 	held   func(types.UID) bool
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
@@ -71,8 +71,9 @@ var ErrPodGone = errors.New("the pod is gone")
 
 // Options configure a Manager.
 type Options struct {
-	// Client writes pod status. Required.
-	Client kubernetes.Interface
+	// Client is how the kubelet of a node writes the status of its pods (node identities:
+	// package fakekubelet). Required; OneClient serves every node with one client.
+	Client func(node string) typedcorev1.PodsGetter
 	// Rules say which containers may restart, for the transition check.
 	Rules restart.Rules
 	// Held reports whether a pod's statuses must wait: its kubelet cannot reach the apiserver.
@@ -89,6 +90,11 @@ const (
 	retryBase = 5 * time.Millisecond
 	retryMax  = 10 * time.Second
 )
+
+// OneClient writes every node's pod status with c.
+func OneClient(c typedcorev1.PodsGetter) func(string) typedcorev1.PodsGetter {
+	return func(string) typedcorev1.PodsGetter { return c }
+}
 
 // New returns a Manager; Run starts its writers.
 func New(opts Options) (*Manager, error) {
@@ -273,7 +279,11 @@ func (m *Manager) publish(ctx context.Context, uid types.UID) error {
 	}
 	var updated *corev1.Pod
 	if !unchanged {
-		updated, err = m.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		node := ""
+		if spec != nil {
+			node = spec.NodeName
+		}
+		updated, err = m.client(node).Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	}
 	switch {
 	case apierrors.IsNotFound(err), replaced(err):

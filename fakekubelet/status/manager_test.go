@@ -24,7 +24,7 @@ func TestHeldUntilReconnect(t *testing.T) {
 	client := fake.NewClientset(pod.DeepCopy(), other.DeepCopy())
 	var held atomic.Bool
 	held.Store(true)
-	m, err := New(Options{Client: client, Held: func(uid types.UID) bool { return uid == pod.UID && held.Load() }})
+	m, err := New(Options{Client: OneClient(client.CoreV1()), Held: func(uid types.UID) bool { return uid == pod.UID && held.Load() }})
 	if err != nil {
 		t.Fatal(err)
 	}

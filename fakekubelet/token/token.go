@@ -32,8 +32,8 @@ const (
 )
 
 // Request asks the TokenRequest API for a token of the service account (the
-// serviceaccounts/token subresource).
-type Request func(ctx context.Context, namespace, serviceAccount string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
+// serviceaccounts/token subresource) in the pod's namespace, for the pod: as its node's kubelet.
+type Request func(ctx context.Context, pod *corev1.Pod, serviceAccount string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
 
 // Options configure a Manager.
 type Options struct {
@@ -106,7 +106,7 @@ func (m *Manager) Token(ctx context.Context, pod *corev1.Pod, audience string, e
 	if audience != "" {
 		req.Spec.Audiences = []string{audience}
 	}
-	tr, err := m.opts.Request(ctx, pod.Namespace, sa, req)
+	tr, err := m.opts.Request(ctx, pod, sa, req)
 	switch {
 	case err != nil && cached == nil:
 		return "", fmt.Errorf("failed to fetch token: %w", err)

@@ -23,7 +23,8 @@ type apiserver struct {
 	requests []string
 }
 
-func (a *apiserver) request(_ context.Context, namespace, sa string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+func (a *apiserver) request(_ context.Context, pod *corev1.Pod, sa string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	namespace := pod.Namespace
 	a.requests = append(a.requests, fmt.Sprintf("%s/%s aud=%v exp=%d pod=%s/%s", namespace, sa, tr.Spec.Audiences,
 		*tr.Spec.ExpirationSeconds, tr.Spec.BoundObjectRef.Name, tr.Spec.BoundObjectRef.UID))
 	if a.down {

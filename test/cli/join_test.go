@@ -94,6 +94,31 @@ spec:
 `, name, placement)
 }
 
+// onlyNodesWrite makes the apiserver refuse pod status writes in the default namespace by
+// anyone but a node: the pods run only if their kubelets write as their nodes.
+const onlyNodesWrite = `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: only-nodes}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [pods/status]}
+  validations:
+  - expression: request.userInfo.username.startsWith("system:node:")
+    message: only a node writes a pod's status here
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: only-nodes}
+spec:
+  policyName: only-nodes
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: default}
+`
+
 // TestKubeletJoinsAClusterItDidNotStart starts `restartbed up --nodes 0` as the cluster that
 // "any cluster" stands for here, applies KWOK-style Node manifests, and joins `restartbed
 // kubelet` to it, registering 8 nodes and taking over the 8 KWOK ones. A JobSet group on each
@@ -115,8 +140,9 @@ func TestKubeletJoinsAClusterItDidNotStart(t *testing.T) {
 		t.Fatalf("applying the KWOK nodes: %v\n%s", err, out)
 	}
 
-	// The process runs as the identity config/kubelet/rbac.yaml gives it, not as the admin.
-	must("apply", "-f", "../../config/kubelet/rbac.yaml")
+	// The process runs as the identity config/kubelet gives it, not as the admin, and its nodes'
+	// kubelets as the nodes, under up's Node authorizer and NodeRestriction.
+	must("apply", "-f", "../../config/kubelet/rbac.yaml", "-f", "../../config/kubelet/node-identities.yaml")
 	// Debian's kubectl (1.20) has no "create token": ask the TokenRequest API itself.
 	request := exec.Command(k, "--kubeconfig", kubeconfig, "create", "--raw",
 		"/api/v1/namespaces/restartbed-system/serviceaccounts/restartbed-kubelet/token", "-f", "-")
@@ -143,7 +169,7 @@ func TestKubeletJoinsAClusterItDidNotStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubelet := startProcess(t, exec.Command(bin, "kubelet", "--kubeconfig", asKubelet, "--timing", "fast",
-		"--nodes", "8", "--pool", "reg", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake"))
+		"--nodes", "8", "--pool", "reg", "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake", "--node-identities"))
 	if out := kubelet.out.String(); !strings.Contains(out, "registered:  reg-0, reg-1, reg-2, ... reg-7 (8 nodes)") ||
 		!strings.Contains(out, "taking over: nodes with annotations kwok.x-k8s.io/node=fake") {
 		t.Errorf("restartbed kubelet's banner:\n%s", out)
@@ -160,6 +186,11 @@ func TestKubeletJoinsAClusterItDidNotStart(t *testing.T) {
 		t.Errorf("kwok-node-3 after the take-over: %q", node)
 	}
 
+	policy := exec.Command(k, "--kubeconfig", kubeconfig, "apply", "-f", "-")
+	policy.Stdin = strings.NewReader(onlyNodesWrite)
+	if out, err := policy.CombinedOutput(); err != nil {
+		t.Fatalf("applying the policy: %v\n%s", err, out)
+	}
 	must("apply", "-f", "../../config/agent/rbac.yaml", "-f", "../../config/agent/policy.yaml")
 	groups := map[string]string{
 		"on-kwok": `            nodeSelector: {type: kwok}

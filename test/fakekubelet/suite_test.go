@@ -36,12 +36,14 @@ var (
 	k8s     client.Client
 )
 
-// The suite's nodes: two TPU hosts, and one tainted CPU host with its own label.
+// The suite's nodes: two TPU hosts, and one tainted CPU host with its own labels.
 var pools = []fakekubelet.NodePool{
 	{Name: "tpu", Count: 2, Labels: map[string]string{"cloud.google.com/gke-nodepool": "tpu"}},
 	{
 		Name: "cpu", Count: 1,
-		Labels:   map[string]string{"cloud.google.com/gke-nodepool": "cpu"},
+		// A label NodeRestriction keeps from kubelets: the cluster's admin adds it after the
+		// node registers.
+		Labels:   map[string]string{"cloud.google.com/gke-nodepool": "cpu", "node-role.kubernetes.io/cpu": ""},
 		Capacity: corev1.ResourceList{fakekubelet.TPUResource: resource.MustParse("0"), corev1.ResourceCPU: resource.MustParse("2")},
 		Taints:   []corev1.Taint{{Key: "dedicated", Value: "cpu", Effect: corev1.TaintEffectNoSchedule}},
 	},

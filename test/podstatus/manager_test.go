@@ -47,7 +47,7 @@ func run(m *testing.M) int {
 // startManager runs a Manager for one test.
 func startManager(t *testing.T) *status.Manager {
 	t.Helper()
-	m, err := status.New(status.Options{Client: cluster.Clientset, Rules: restart.Rules{RestartAll: true}})
+	m, err := status.New(status.Options{Client: status.OneClient(cluster.Clientset.CoreV1()), Rules: restart.Rules{RestartAll: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func progress(s corev1.PodStatus) string {
 
 // Statuses set before a writer gets to them are written once, as the latest.
 func TestCoalesces(t *testing.T) {
-	m, err := status.New(status.Options{Client: cluster.Clientset})
+	m, err := status.New(status.Options{Client: status.OneClient(cluster.Clientset.CoreV1())})
 	if err != nil {
 		t.Fatal(err)
 	}
