@@ -47,6 +47,16 @@ bench: envtest-assets ## restartbed bench at PODS pods (default 1000), both stra
 bench-smoke: envtest-assets ## CI's smoke test of restartbed bench: 100 pods, both strategies; fails only if a restart does not complete.
 	$(GO) run ./cmd/restartbed bench --pods 100 --strategy both
 
+# KWOK, built from its module into the user cache, for make bench-kwok.
+KWOK_VERSION := v0.8.0
+KWOK_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/restartbed/kwok/$(KWOK_VERSION)
+
+.PHONY: bench-kwok
+bench-kwok: build envtest-assets ## restartbed kubelet beside KWOK $(KWOK_VERSION) on one control plane: NODES (1000) nodes and pods, created, Running, deleted (docs/performance.md).
+	@test -x $(KWOK_DIR)/kwok || GOBIN=$(KWOK_DIR) $(GO) install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+	$(GO) run ./hack/kwokcompare --nodes $(or $(NODES),1000) --kwok $(KWOK_DIR)/kwok --restartbed $(BIN)/restartbed \
+		--kwok-module $$($(GO) mod download -json sigs.k8s.io/kwok@$(KWOK_VERSION) | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+
 .PHONY: bench-agent-binary
 bench-agent-binary: envtest-assets ## CI's bench with upstream JobSet's agent binary as every pod's agent (100 pods, in place; root only): it must complete.
 	cd test/upstream/jobset && $(GO) build -o $(BIN)/in-place-restart-agent sigs.k8s.io/jobset/cmd/in-place-restart-agent

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -103,6 +104,19 @@ type Options struct {
 	Logger *logr.Logger
 	// Assets tune how the control-plane binaries are found or built.
 	Assets controlplane.Options
+	// ExistingCluster reaches the apiserver of a cluster restartbed did not start — kind, a test
+	// cluster, `restartbed up --nodes 0` — as its administrator. Start then starts no control
+	// plane: it installs the CRDs (and removes them on Stop), runs what is asked of it in
+	// process (JobSet, Kueue's controller), and joins the Nodes to the cluster as `restartbed
+	// kubelet` does, with node identities, each serving its kubelet API at JoinAddress; Stop
+	// deletes the nodes it registered. The release follows the apiserver's version unless
+	// KubernetesVersion names one. The options of the control plane's own processes
+	// (APIServerFlags, ControllerManagerFlags, SchedulerFlags, DisableControllerManager,
+	// ExternalNodes, ControlPlaneOutput, Webhooks) do not apply and are refused (docs/join.md).
+	ExistingCluster *rest.Config
+	// JoinAddress is where ExistingCluster's apiserver reaches the nodes' kubelet API (their
+	// InternalIP). Default: 127.0.0.1, for a cluster on this machine.
+	JoinAddress netip.Addr
 }
 
 // Cluster is a running control plane with its in-process controllers.
@@ -138,6 +152,9 @@ type Cluster struct {
 	storage           *runningManager
 	// kubeletAPI is the way from the apiserver to the kubelets' API (with nodes only).
 	kubeletAPI *kubeletAPI
+	// joined: the kubelets joined an existing cluster (Options.ExistingCluster); Stop deletes
+	// their nodes.
+	joined bool
 	// hostBinaries runs the programs' host binaries (Options.AllowHostBinaries, with nodes).
 	hostBinaries *hostproc.Host
 	work         *workDir
@@ -187,6 +204,11 @@ func newCluster(opts Options) (*Cluster, error) {
 	if opts.JobSet && ownWebhooks(opts.Webhooks) {
 		return nil, errors.New("Options.JobSet and Options.Webhooks: restartbed's JobSet webhook and yours would share envtest's one webhook port; set JobSet false to run your own")
 	}
+	if opts.ExistingCluster != nil {
+		if err := checkExisting(opts); err != nil {
+			return nil, err
+		}
+	}
 	if opts.ExternalNodes < 0 {
 		return nil, fmt.Errorf("Options.ExternalNodes: must not be negative, got %d", opts.ExternalNodes)
 	}
@@ -223,6 +245,9 @@ func NewScheme() (*runtime.Scheme, error) {
 }
 
 func (c *Cluster) start(ctx context.Context, opts Options) error {
+	if opts.ExistingCluster != nil {
+		return c.startOnExisting(ctx, opts)
+	}
 	assets, err := controlplane.Ensure(c.Release, opts.Assets)
 	if err != nil {
 		return err
@@ -319,19 +344,8 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 	}
 
-	if opts.JobSet {
-		logger := logr.Discard()
-		if opts.Logger != nil {
-			logger = *opts.Logger
-		}
-		if err := c.startJobSet(ctx, logger); err != nil {
-			return err
-		}
-	}
-	if opts.KueueFailureRecovery != nil {
-		if err := c.startKueue(ctx, *opts.KueueFailureRecovery, opts.Logger); err != nil {
-			return err
-		}
+	if err := c.startInProcess(ctx, opts); err != nil {
+		return err
 	}
 	if len(opts.Nodes) > 0 {
 		if program.NamesBinaries(opts.Programs) {
@@ -356,6 +370,26 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	return c.waitComponents(ctx)
 }
 
+// startInProcess starts the controllers that run in this process: restartbed's JobSet and
+// Kueue's failure recovery, when asked.
+func (c *Cluster) startInProcess(ctx context.Context, opts Options) error {
+	if opts.JobSet {
+		logger := logr.Discard()
+		if opts.Logger != nil {
+			logger = *opts.Logger
+		}
+		if err := c.startJobSet(ctx, logger); err != nil {
+			return err
+		}
+	}
+	if opts.KueueFailureRecovery != nil {
+		if err := c.startKueue(ctx, *opts.KueueFailureRecovery, opts.Logger); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WebhookServerOptions says where the apiserver calls the webhooks of Options.Webhooks: give it
 // to your webhook server (controller-runtime's webhook.NewServer, or ctrl.Options.WebhookServer).
 func (c *Cluster) WebhookServerOptions() webhook.Options {
@@ -371,7 +405,12 @@ func ownWebhooks(w crenvtest.WebhookInstallOptions) bool {
 // Dir is the cluster's directory: etcd's data, the apiserver's certificates, the components'
 // kubeconfig and configuration. Stop removes it; if the process dies first, the next cluster to
 // start in any process removes it.
-func (c *Cluster) Dir() string { return c.work.path }
+func (c *Cluster) Dir() string {
+	if c.work == nil {
+		return "" // an existing cluster's: restartbed keeps no files for it
+	}
+	return c.work.path
+}
 
 // JobSetRunning reports whether restartbed's JobSet controller and webhook run (Options.JobSet).
 func (c *Cluster) JobSetRunning() bool { return c.jobSet != nil }
@@ -399,8 +438,12 @@ func (c *Cluster) Stop() error {
 		if c.storage != nil {
 			errs = append(errs, c.storage.stop())
 		}
-		if c.launcher != nil {
+		errs = append(errs, c.deleteJoinedNodes())
+		switch {
+		case c.launcher != nil:
 			errs = append(errs, c.launcher.stop(c.env))
+		case c.env != nil:
+			errs = append(errs, c.env.Stop()) // an existing cluster's: the CRDs go, the cluster stays
 		}
 		if c.work != nil {
 			errs = append(errs, c.work.remove())

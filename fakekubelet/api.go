@@ -1,6 +1,7 @@
 package fakekubelet
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/kubernetes"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
@@ -228,4 +231,26 @@ func (k *Kubelet) configz(string) any {
 		ShutdownGracePeriodCriticalPods: metav1.Duration{},
 	}
 	return cfg
+}
+
+// Where the apiserver publishes the CA of its client certificates, for the servers it calls
+// (aggregated apiservers, kubelets) to authenticate it.
+const (
+	authenticationConfigMap = "extension-apiserver-authentication"
+	clientCAKey             = "client-ca-file"
+)
+
+// PublishedClientCA reads the CA certificates (PEM) the apiserver accepts client certificates of,
+// as it publishes them in kube-system/extension-apiserver-authentication: on kubeadm and kind
+// clusters, and restartbed's, the issuer of its own client certificate for kubelets.
+func PublishedClientCA(ctx context.Context, client kubernetes.Interface) ([]byte, error) {
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, authenticationConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading the apiserver's client CA (%s/%s): %w", metav1.NamespaceSystem, authenticationConfigMap, err)
+	}
+	ca := cm.Data[clientCAKey]
+	if strings.TrimSpace(ca) == "" {
+		return nil, fmt.Errorf("the apiserver publishes no client CA in %s/%s", metav1.NamespaceSystem, authenticationConfigMap)
+	}
+	return []byte(ca), nil
 }

@@ -16,12 +16,8 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"strings"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -33,13 +29,6 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/internal/pki"
 	"github.com/restartbed/restartbed/timing"
-)
-
-// Where the apiserver publishes the CA of its client certificates, for the servers it calls
-// (aggregated apiservers, kubelets) to authenticate it.
-const (
-	authenticationConfigMap = "extension-apiserver-authentication"
-	clientCAKey             = "client-ca-file"
 )
 
 // Options configure the joined kubelets.
@@ -188,8 +177,8 @@ func (k *Kubelets) Stop() error {
 	return nil
 }
 
-// resolveRelease is the release to emulate and the version the nodes report: the flag's, or
-// the apiserver's own version when its minor is supported.
+// resolveRelease is the release to emulate and the version the nodes report: the option's, or
+// the apiserver's own.
 func resolveRelease(client kubernetes.Interface, want string) (controlplane.Release, string, error) {
 	if want != "" {
 		r, err := controlplane.ResolveRelease(want)
@@ -202,41 +191,20 @@ func resolveRelease(client kubernetes.Interface, want string) (controlplane.Rele
 	if err != nil {
 		return controlplane.Release{}, "", fmt.Errorf("join: asking the apiserver its version: %w", err)
 	}
-	v, err := version.ParseGeneric(info.GitVersion)
+	r, reported, err := controlplane.ServerRelease(info.GitVersion)
 	if err != nil {
-		return controlplane.Release{}, "", fmt.Errorf("join: the apiserver's version %q: %w", info.GitVersion, err)
+		return r, "", fmt.Errorf("join: %w; say which supported release to emulate with the Kubernetes version option", err)
 	}
-	minor := fmt.Sprintf("%d.%d", v.Major(), v.Minor())
-	r, err := controlplane.ResolveRelease(minor)
-	if err != nil {
-		return r, "", fmt.Errorf("join: the apiserver runs Kubernetes %s, a release restartbed does not emulate (%w); "+
-			"say which supported release to emulate with the Kubernetes version option", info.GitVersion, err)
-	}
-	// The nodes report the apiserver's patch release, without build metadata, as kubelets of
-	// that release would.
-	reported := fmt.Sprintf("v%d.%d.%d", v.Major(), v.Minor(), v.Patch())
 	return r, reported, nil
 }
 
 // clientCA is the CAs the kubelet API trusts: the apiserver's published client CA and extra.
 func clientCA(ctx context.Context, client kubernetes.Interface, extra []byte) ([]byte, error) {
-	var pem []byte
-	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, authenticationConfigMap, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		pem = []byte(cm.Data[clientCAKey])
-	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-		// Give the extra CA, or nobody can use the kubelet API; checked below.
-	default:
-		return nil, fmt.Errorf("join: reading the apiserver's client CA (%s/%s): %w", metav1.NamespaceSystem, authenticationConfigMap, err)
+	published, err := fakekubelet.PublishedClientCA(ctx, client)
+	if err != nil && len(extra) == 0 {
+		return nil, fmt.Errorf("join: %w; give the CA of the apiserver's kubelet client certificate (its --kubelet-client-certificate's issuer)", err)
 	}
-	pem = append(pem, '\n')
-	pem = append(pem, extra...)
-	if strings.TrimSpace(string(pem)) == "" {
-		return nil, fmt.Errorf("join: the apiserver publishes no client CA in %s/%s (or this identity may not read it): "+
-			"give the CA of the apiserver's kubelet client certificate (its --kubelet-client-certificate's issuer)", metav1.NamespaceSystem, authenticationConfigMap)
-	}
-	return pem, nil
+	return append(append(published, '\n'), extra...), nil
 }
 
 // startHostBinaries builds the sandbox helper (once, into the cache) and runs host binaries in

@@ -327,3 +327,18 @@ func TestDeclaredFeatures(t *testing.T) {
 		}
 	}
 }
+
+// TestServerRelease maps an apiserver's version to the release that emulates it.
+func TestServerRelease(t *testing.T) {
+	for v, want := range map[string]string{"v1.36.2": "v1.36.2", "v1.37.0-gke.1200+abc": "v1.37.0", "1.35.1": "v1.35.1"} {
+		r, reported, err := ServerRelease(v)
+		if err != nil || reported != want || r.Minor() != strings.TrimPrefix(want, "v")[:4] {
+			t.Errorf("ServerRelease(%q) = %s, %q, %v; want the release of %s reporting %s", v, r.Kubernetes, reported, err, want[:5], want)
+		}
+	}
+	for _, v := range []string{"v1.20.1", "banana"} {
+		if _, _, err := ServerRelease(v); err == nil {
+			t.Errorf("ServerRelease(%q): no error", v)
+		}
+	}
+}

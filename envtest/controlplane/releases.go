@@ -168,6 +168,25 @@ func ResolveRelease(version string) (Release, error) {
 	return Release{}, fmt.Errorf("Kubernetes %s is not supported; supported: %s", strings.TrimPrefix(v, "v"), SupportedVersions()) //nolint:staticcheck // ST1005: a proper noun
 }
 
+// ServerRelease is the release that emulates an apiserver of gitVersion (its /version, as
+// "v1.36.2" or "v1.36.2-gke.1"): the supported release of its minor, and the version its nodes
+// report, its major.minor.patch. An unsupported minor is an error that says so.
+func ServerRelease(gitVersion string) (Release, string, error) {
+	v := gitVersion
+	if !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	if !semver.IsValid(v) {
+		return Release{}, "", fmt.Errorf("the apiserver's version %q is not a version", gitVersion)
+	}
+	r, err := ResolveRelease(semver.MajorMinor(v))
+	if err != nil {
+		return Release{}, "", fmt.Errorf("the apiserver runs Kubernetes %s: %w", gitVersion, err)
+	}
+	reported, _, _ := strings.Cut(strings.TrimSuffix(v, semver.Build(v)), "-")
+	return r, reported, nil
+}
+
 // Key names one build of the release on this platform. It covers the modules and the thin
 // mains, so a change of either never reuses an old build.
 func (r Release) Key() string {

@@ -1,0 +1,320 @@
+// Command kwokcompare measures `restartbed kubelet` beside KWOK's controller on the same control
+// plane and machine (make bench-kwok; docs/performance.md): for each, a fresh restartbed control
+// plane with no nodes of its own, NODES Node objects annotated kwok.x-k8s.io/node=fake as KWOK's
+// users write them, the fake-node process taking them over, then NODES pods, one per node (by
+// hostname, through kube-scheduler), created until every one is Running and Ready, and deleted
+// until every one is gone. It reports, per run, the two durations, the fake-node process's CPU
+// time per pod over both phases, and its peak resident memory. Runs alternate between the two,
+// so that a machine's drift favours neither.
+//
+// KWOK runs with the stages kwokctl gives it by default (fast node initialisation, heartbeat
+// with Lease, fast pod ready, complete and delete), read from its module. It asserts nothing:
+// the figures go into docs/performance.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/internal/procfs"
+	"github.com/restartbed/restartbed/timing"
+)
+
+// The fake-node processes compared.
+const (
+	kwok       = "kwok"
+	restartbed = "restartbed kubelet"
+)
+
+// writers bounds the concurrent creations and deletions, as a load generator's client would.
+const writers = 32
+
+// kwokStages are the stage files kwokctl configures KWOK with by default, in its module.
+var kwokStages = []string{
+	"kustomize/stage/node/fast/node-initialize.yaml",
+	"kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+	"kustomize/stage/pod/fast/pod-ready.yaml",
+	"kustomize/stage/pod/fast/pod-complete.yaml",
+	"kustomize/stage/pod/fast/pod-delete.yaml",
+}
+
+type options struct {
+	nodes               int
+	runs                int
+	kwokBinary, kwokMod string
+	restartbedBinary    string
+	version             string
+}
+
+// result is one run's figures.
+type result struct {
+	impl              string
+	run               int
+	toRunning, toGone time.Duration
+	cpuPerPod         time.Duration
+	peakRSS           int64
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.nodes, "nodes", 1000, "nodes, and pods (one per node)")
+	flag.IntVar(&o.runs, "runs", 2, "runs of each fake-node process, alternating")
+	flag.StringVar(&o.kwokBinary, "kwok", "", "KWOK's kwok binary")
+	flag.StringVar(&o.kwokMod, "kwok-module", "", "KWOK's module directory, for its stages")
+	flag.StringVar(&o.restartbedBinary, "restartbed", "", "the restartbed binary")
+	flag.StringVar(&o.version, "kubernetes-version", "", "release of the control plane (default: the newest)")
+	flag.Parse()
+	if o.kwokBinary == "" || o.kwokMod == "" || o.restartbedBinary == "" || o.nodes < 1 || o.runs < 1 {
+		fmt.Fprintln(os.Stderr, "kwokcompare: --kwok, --kwok-module and --restartbed are required; --nodes and --runs must be positive")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var results []result
+	for run := 1; run <= o.runs; run++ {
+		for _, impl := range []string{kwok, restartbed} {
+			r, err := measure(ctx, o, impl, run)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "kwokcompare: %s, run %d: %v\n", impl, run, err)
+				os.Exit(1)
+			}
+			fmt.Fprintf(os.Stderr, "%s run %d: Running %.1fs, gone %.1fs, %.2f ms CPU/pod, peak RSS %d MiB\n",
+				impl, run, r.toRunning.Seconds(), r.toGone.Seconds(), ms(r.cpuPerPod), r.peakRSS>>20)
+			results = append(results, r)
+		}
+	}
+	report(os.Stdout, o, results)
+}
+
+// measure runs one fake-node process through the pods' life on a fresh control plane.
+func measure(ctx context.Context, o options, impl string, run int) (result, error) {
+	profile := timing.Fast()
+	cluster, err := envtest.Start(ctx, envtest.Options{KubernetesVersion: o.version, ExternalNodes: o.nodes, Timing: &profile})
+	if err != nil {
+		return result{}, err
+	}
+	defer func() { _ = cluster.Stop() }() // the cluster's own errors are not the measurement's
+	dir, err := os.MkdirTemp("", "kwokcompare-")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	data, err := cluster.Kubeconfig()
+	if err != nil {
+		return result{}, err
+	}
+	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		return result{}, err
+	}
+	cs := cluster.Clientset
+	if err := forEach(ctx, o.nodes, func(ctx context.Context, i int) error {
+		_, err := cs.CoreV1().Nodes().Create(ctx, node(i), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return result{}, fmt.Errorf("creating the nodes: %w", err)
+	}
+
+	cmd, err := fakeNodes(o, impl, dir, kubeconfig)
+	if err != nil {
+		return result{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait() // stopped by the signal: its status says only that
+	}()
+	pid := cmd.Process.Pid
+	if err := waitFor(ctx, "every node Ready", func() (bool, error) { return nodesReady(ctx, cs, o.nodes) }); err != nil {
+		return result{}, err
+	}
+
+	cpu0, err := procfs.CPUTime(pid)
+	if err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	if err := forEach(ctx, o.nodes, func(ctx context.Context, i int) error {
+		_, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pod(i), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return result{}, fmt.Errorf("creating the pods: %w", err)
+	}
+	if err := waitFor(ctx, "every pod Running and Ready", func() (bool, error) { return podsReady(ctx, cs, o.nodes) }); err != nil {
+		return result{}, err
+	}
+	r := result{impl: impl, run: run, toRunning: time.Since(start)}
+
+	start = time.Now()
+	if err := forEach(ctx, o.nodes, func(ctx context.Context, i int) error {
+		return cs.CoreV1().Pods(metav1.NamespaceDefault).Delete(ctx, pod(i).Name, metav1.DeleteOptions{})
+	}); err != nil {
+		return result{}, fmt.Errorf("deleting the pods: %w", err)
+	}
+	if err := waitFor(ctx, "every pod gone", func() (bool, error) {
+		pods, err := cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, err
+	}); err != nil {
+		return result{}, err
+	}
+	r.toGone = time.Since(start)
+	cpu1, err := procfs.CPUTime(pid)
+	if err != nil {
+		return result{}, err
+	}
+	r.cpuPerPod = (cpu1 - cpu0) / time.Duration(o.nodes)
+	if r.peakRSS, err = procfs.PeakRSS(pid); err != nil {
+		return result{}, err
+	}
+	return r, nil
+}
+
+// fakeNodes is the command of the fake-node process, taking over the annotated nodes.
+func fakeNodes(o options, impl, dir, kubeconfig string) (*exec.Cmd, error) {
+	const selector = "kwok.x-k8s.io/node=fake"
+	var cmd *exec.Cmd
+	switch impl {
+	case kwok:
+		var stages []string
+		for _, f := range kwokStages {
+			b, err := os.ReadFile(filepath.Join(o.kwokMod, f))
+			if err != nil {
+				return nil, fmt.Errorf("KWOK's stages: %w", err)
+			}
+			stages = append(stages, string(b))
+		}
+		config := filepath.Join(dir, "kwok.yaml")
+		if err := os.WriteFile(config, []byte(strings.Join(stages, "\n---\n")), 0o600); err != nil {
+			return nil, err
+		}
+		cmd = exec.Command(o.kwokBinary, "--kubeconfig", kubeconfig, "--config", config,
+			"--manage-nodes-with-annotation-selector", selector, "--node-lease-duration-seconds", "40",
+			"--node-ip", "127.0.0.1", "--cidr", "10.64.0.0/10")
+	case restartbed:
+		cmd = exec.Command(o.restartbedBinary, "kubelet", "--kubeconfig", kubeconfig,
+			"--manage-nodes-with-annotation-selector", selector, "--node-ip", "127.0.0.1")
+	}
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	return cmd, nil
+}
+
+// node is the i-th Node as a KWOK user writes it.
+func node(i int) *corev1.Node {
+	name := fmt.Sprintf("kwok-node-%d", i)
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods: resource.MustParse("110")}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{"type": "kwok", corev1.LabelHostname: name}},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+}
+
+// pod is the i-th pod: a pause container on the i-th node.
+func pod(i int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{corev1.LabelHostname: fmt.Sprintf("kwok-node-%d", i)},
+			Tolerations:                   []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			Containers:                    []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+}
+
+func nodesReady(ctx context.Context, cs kubernetes.Interface, n int) (bool, error) {
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	ready := 0
+	for _, node := range nodes.Items {
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return ready == n, nil
+}
+
+func podsReady(ctx context.Context, cs kubernetes.Interface, n int) (bool, error) {
+	pods, err := cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	ready := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if p.Status.Phase == corev1.PodRunning && c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return ready == n, nil
+}
+
+// forEach runs f for 0..n-1 with writers at a time.
+func forEach(ctx context.Context, n int, f func(context.Context, int) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(writers)
+	for i := range n {
+		g.Go(func() error { return f(gctx, i) })
+	}
+	return g.Wait()
+}
+
+// waitFor polls ok every 100 ms for 10 minutes.
+func waitFor(ctx context.Context, what string, ok func() (bool, error)) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		done, err := ok()
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(fmt.Errorf("%s: not after 10 minutes", what), err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// report prints the runs as docs/performance.md's table.
+func report(w io.Writer, o options, results []result) {
+	fmt.Fprintf(w, "%d nodes, %d pods (one per node): created → Running and Ready → deleted → gone\n\n", o.nodes, o.nodes)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "fake nodes\trun\tto Running\tto gone\tCPU per pod\tpeak RSS")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f s\t%.1f s\t%.2f ms\t%d MiB\n", r.impl, r.run, r.toRunning.Seconds(), r.toGone.Seconds(), ms(r.cpuPerPod), r.peakRSS>>20)
+	}
+	_ = tw.Flush() // a failed write to stdout has nowhere else to go
+}

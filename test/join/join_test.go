@@ -1,0 +1,181 @@
+// Package join runs one controller test, unchanged, on restartbed's own control plane and on a
+// cluster restartbed did not start (envtest.Options.ExistingCluster), as docs/join.md shows a
+// project doing: the same JobSet restarts its group in place on the emulated nodes of both.
+package join
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/restartbed/restartbed/agent"
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+	"github.com/restartbed/restartbed/builtins"
+	agentconfig "github.com/restartbed/restartbed/config/agent"
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/test/builders"
+	"github.com/restartbed/restartbed/timing"
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
+// options are what the project's test asks of either cluster: two TPU nodes, restartbed's
+// JobSet, its builtin agent as the sidecar's program.
+func options() envtest.Options {
+	profile := timing.Fast()
+	return envtest.Options{Timing: &profile, JobSet: true, Nodes: []fakekubelet.NodePool{{Name: "tpu", Count: 2}},
+		Programs: []program.Rule{{Container: agent.ContainerName, Builtin: builtins.Agent}}}
+}
+
+// inPlaceJobSet is JobSet's sidecar-mode example with two workers; worker 0 fails once.
+func inPlaceJobSet(ns string) *jobsetv1alpha2.JobSet {
+	spec := builders.SidecarModePodSpec()
+	spec.Volumes = []corev1.Volume{{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	worker := &spec.Containers[0]
+	worker.VolumeMounts = []corev1.VolumeMount{{Name: "state", MountPath: "/state"}}
+	worker.Env = []corev1.EnvVar{{Name: "INDEX", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+		FieldPath: "metadata.annotations['" + jobsetv1alpha2.JobIndexKey + "']"}}}}
+	worker.Command = []string{"sh", "-c", `if [ "$INDEX" = 0 ] && [ ! -f /state/failed ]; then touch /state/failed; sleep 1; exit 1; fi; sleep 3600`}
+	return &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "group", Namespace: ns},
+		Spec: jobsetv1alpha2.JobSetSpec{
+			FailurePolicy: &jobsetv1alpha2.FailurePolicy{MaxRestarts: 3, RestartStrategy: jobsetv1alpha2.InPlaceRestart},
+			ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "workers", Replicas: 2, Template: batchv1.JobTemplateSpec{
+				Spec: batchv1.JobSpec{
+					Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1), BackoffLimit: ptr.To[int32](math.MaxInt32),
+					PodReplacementPolicy: ptr.To(batchv1.Failed),
+					Template:             corev1.PodTemplateSpec{Spec: spec},
+				}}}},
+		},
+	}
+}
+
+// groupRestartsInPlace is the project's test: a JobSet of two workers, one of which fails once,
+// restarts its whole group in place.
+func groupRestartsInPlace(t *testing.T, cluster *envtest.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := fmt.Sprintf("group-%d", time.Now().UnixNano())
+	if err := cluster.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitForSchedulableNodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rbac, err := agentconfig.RBAC(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range rbac {
+		if err := cluster.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js := inPlaceJobSet(ns)
+	if err := cluster.Client.Create(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var got jobsetv1alpha2.JobSet
+		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), &got); err != nil {
+			return false, err
+		}
+		var pods corev1.PodList
+		if err := cluster.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.ContainerStatuses[0].RestartCount == 1 {
+					ready++
+				}
+			}
+		}
+		return ptr.Deref(got.Status.CurrentInPlaceRestartAttempt, -1) == 1 && ready == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the group did not restart in place: %v", err)
+	}
+}
+
+func TestOnRestartbedsControlPlane(t *testing.T) {
+	cluster, err := envtest.Start(context.Background(), options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cluster.Stop() }()
+	groupRestartsInPlace(t, cluster)
+}
+
+// TestOnAnExistingCluster stands a bare restartbed control plane (no nodes, no JobSet) for "any
+// cluster", runs the same test on it through ExistingCluster, and checks that Stop removes what
+// it added: the CRD and the nodes.
+func TestOnAnExistingCluster(t *testing.T) {
+	ctx := context.Background()
+	profile := timing.Fast()
+	existing, err := envtest.Start(ctx, envtest.Options{Timing: &profile, ExternalNodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = existing.Stop() }()
+
+	opts := options()
+	opts.ExistingCluster = existing.Config
+	cluster, err := envtest.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cluster.Release.Kubernetes != existing.Release.Kubernetes {
+		t.Errorf("release %s, want the existing apiserver's %s", cluster.Release, existing.Release)
+	}
+	groupRestartsInPlace(t, cluster)
+	var node corev1.Node
+	if err := existing.Client.Get(ctx, client.ObjectKey{Name: "tpu-0"}, &node); err != nil {
+		t.Fatal(err)
+	}
+	if node.Status.Addresses[0].Address != "127.0.0.1" || node.Status.DaemonEndpoints.KubeletEndpoint.Port == 10250 {
+		t.Errorf("a joined node advertises %v port %d, want loopback and its own listener", node.Status.Addresses, node.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	}
+	if err := cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var nodes corev1.NodeList
+	if err := existing.Client.List(ctx, &nodes); err != nil || len(nodes.Items) != 0 {
+		t.Errorf("after Stop the existing cluster has %d nodes (%v), want none", len(nodes.Items), err)
+	}
+	crds, err := apiextensionsclient.NewForConfig(existing.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "jobsets.jobset.x-k8s.io", metav1.GetOptions{})
+		return apierrors.IsNotFound(last), nil
+	})
+	if err != nil {
+		t.Errorf("the JobSet CRD is still installed after Stop (%v)", last)
+	}
+	if _, err := envtest.Start(ctx, envtest.Options{ExistingCluster: existing.Config, APIServerFlags: map[string][]string{"v": {"2"}}}); err == nil {
+		t.Error("an option of restartbed's own control plane was accepted with ExistingCluster")
+	}
+}
