@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/scenarios"
 	"github.com/restartbed/restartbed/test/builders"
 	"github.com/restartbed/restartbed/timing"
 )
@@ -177,5 +180,33 @@ func TestOnAnExistingCluster(t *testing.T) {
 	}
 	if _, err := envtest.Start(ctx, envtest.Options{ExistingCluster: existing.Config, APIServerFlags: map[string][]string{"v": {"2"}}}); err == nil {
 		t.Error("an option of restartbed's own control plane was accepted with ExistingCluster")
+	}
+}
+
+// TestScenariosOnAnExistingCluster replays bundled scenarios with their nodes joined to a cluster
+// restartbed's kubelets did not start — each on a bare restartbed control plane of its own — and
+// expects every step to pass as it does in process (test/scenarios).
+func TestScenariosOnAnExistingCluster(t *testing.T) {
+	for _, file := range []string{"story1-fast-recovery.yaml", "container-restart-rules.yaml",
+		"restart-all-containers-triggers.yaml", "crash-loop-backoff-realistic.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			sc, err := scenarios.Load(filepath.Join("..", "..", "scenarios", "examples", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			profile := timing.Fast()
+			existing, err := envtest.Start(ctx, envtest.Options{Timing: &profile, ExternalNodes: 8, KubernetesVersion: sc.Spec.KubernetesVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = existing.Stop() }()
+			var report strings.Builder
+			res := scenarios.Run(ctx, sc, scenarios.RunOptions{Progress: &report,
+				Configure: func(o *envtest.Options) { o.ExistingCluster = existing.Config }})
+			if !res.Passed() {
+				t.Errorf("%s on an existing cluster:\n%s", file, report.String())
+			}
+		})
 	}
 }
