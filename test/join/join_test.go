@@ -7,8 +7,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +34,7 @@ import (
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/join"
 	"github.com/restartbed/restartbed/scenarios"
 	"github.com/restartbed/restartbed/test/builders"
 	"github.com/restartbed/restartbed/timing"
@@ -208,5 +212,69 @@ func TestScenariosOnAnExistingCluster(t *testing.T) {
 				t.Errorf("%s on an existing cluster:\n%s", file, report.String())
 			}
 		})
+	}
+}
+
+// TestJoinTakesOverAndLetsGo runs package join in this process (under the race detector in
+// make test) against a bare control plane: a KWOK-style node is taken over when it appears, runs
+// its pod, and is let go when deleted, its container killed; the registered node stays.
+func TestJoinTakesOverAndLetsGo(t *testing.T) {
+	ctx := context.Background()
+	profile := timing.Fast()
+	existing, err := envtest.Start(ctx, envtest.Options{Timing: &profile, ExternalNodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = existing.Stop() }()
+	killed := make(chan struct{})
+	waiter := program.Func(func(ctx context.Context, _ *program.Container) int {
+		<-ctx.Done()
+		close(killed)
+		return 137
+	})
+	kubelets, err := join.Start(ctx, join.Options{Config: existing.Config, Timing: &profile, NodeIP: netip.MustParseAddr("127.0.0.1"),
+		Programs: []program.Rule{{Container: "main", Program: waiter}},
+		NodeIdentities: true, Pools: []fakekubelet.NodePool{{Name: "reg", Count: 1}},
+		Manage: fakekubelet.ManagedNodes{Annotations: labels.SelectorFromSet(labels.Set{"kwok.x-k8s.io/node": "fake"})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = kubelets.Stop() }()
+	cs := existing.Clientset
+	kwok := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kwok-0", Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, kwok, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "on-kwok", Namespace: metav1.NamespaceDefault}, Spec: corev1.PodSpec{
+		NodeName: "kwok-0", Containers: []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3600"}}}}}
+	if err := existing.WaitForDefaultServiceAccount(ctx, metav1.NamespaceDefault); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll := func(what string, ok func(ctx context.Context) (bool, error)) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, ok); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	poll("the taken-over node's pod running", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, "on-kwok", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	})
+	if got := kubelets.Kubelet.NodeNames(); !slices.Equal(got, []string{"reg-0", "kwok-0"}) {
+		t.Errorf("nodes %v, want the registered one and the taken-over one", got)
+	}
+	if err := cs.CoreV1().Nodes().Delete(ctx, "kwok-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll("the deleted node let go", func(context.Context) (bool, error) {
+		return slices.Equal(kubelets.Kubelet.NodeNames(), []string{"reg-0"}), nil
+	})
+	select {
+	case <-killed:
+	case <-time.After(time.Minute):
+		t.Error("the let-go node's container still runs")
 	}
 }
