@@ -205,3 +205,36 @@ func (c *apiCounts) throttledBy() map[string]int64 {
 
 // sortedKeys returns m's keys in order, for stable reports.
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// Writes counts the apiserver's write requests by kind ("PATCH pods/status"), without the nodes'
+// heartbeats: what a workload cost the control plane, for other harnesses (hack/kwokcompare).
+type Writes map[string]int64
+
+// ReadWrites reads the apiserver's write counts now.
+func ReadWrites(ctx context.Context, cs kubernetes.Interface) (Writes, error) {
+	c, err := readCounts(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	return c.writes(), nil
+}
+
+// Since is what was written after before.
+func (w Writes) Since(before Writes) Writes {
+	d := Writes{}
+	for k, v := range w {
+		if n := v - before[k]; n != 0 {
+			d[k] = n
+		}
+	}
+	return d
+}
+
+// Total is the number of writes.
+func (w Writes) Total() int64 {
+	var n int64
+	for _, v := range w {
+		n += v
+	}
+	return n
+}

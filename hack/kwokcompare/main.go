@@ -22,18 +22,23 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/restartbed/restartbed/bench"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/internal/procfs"
 	"github.com/restartbed/restartbed/timing"
@@ -63,6 +68,7 @@ type options struct {
 	kwokBinary, kwokMod string
 	restartbedBinary    string
 	version             string
+	only                string
 }
 
 // result is one run's figures.
@@ -72,9 +78,14 @@ type result struct {
 	toRunning, toGone time.Duration
 	cpuPerPod         time.Duration
 	peakRSS           int64
+	// writes are the API writes of both phases but the test's own creations and deletions
+	// (every client's, the control plane's included), by kind.
+	writes bench.Writes
 }
 
 func main() {
+	klog.SetLogger(logr.Discard())
+	ctrllog.SetLogger(logr.Discard())
 	var o options
 	flag.IntVar(&o.nodes, "nodes", 1000, "nodes, and pods (one per node)")
 	flag.IntVar(&o.runs, "runs", 2, "runs of each fake-node process, alternating")
@@ -82,6 +93,7 @@ func main() {
 	flag.StringVar(&o.kwokMod, "kwok-module", "", "KWOK's module directory, for its stages")
 	flag.StringVar(&o.restartbedBinary, "restartbed", "", "the restartbed binary")
 	flag.StringVar(&o.version, "kubernetes-version", "", "release of the control plane (default: the newest)")
+	flag.StringVar(&o.only, "only", "", "run only this fake-node process: kwok or restartbed")
 	flag.Parse()
 	if o.kwokBinary == "" || o.kwokMod == "" || o.restartbedBinary == "" || o.nodes < 1 || o.runs < 1 {
 		fmt.Fprintln(os.Stderr, "kwokcompare: --kwok, --kwok-module and --restartbed are required; --nodes and --runs must be positive")
@@ -92,6 +104,9 @@ func main() {
 	var results []result
 	for run := 1; run <= o.runs; run++ {
 		for _, impl := range []string{kwok, restartbed} {
+			if o.only != "" && !strings.HasPrefix(impl, o.only) {
+				continue
+			}
 			r, err := measure(ctx, o, impl, run)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "kwokcompare: %s, run %d: %v\n", impl, run, err)
@@ -107,7 +122,11 @@ func main() {
 
 // measure runs one fake-node process through the pods' life on a fresh control plane.
 func measure(ctx context.Context, o options, impl string, run int) (result, error) {
-	profile := timing.Fast()
+	// Upstream's timings, as `restartbed up` and a real cluster have them: under the fast
+	// profile's node grace KWOK's heartbeats (a Lease of 40 s) let nodes go NotReady, and the
+	// node lifecycle controller marks their pods NotReady for good, since KWOK marks a pod Ready
+	// only once.
+	profile := timing.Realistic()
 	cluster, err := envtest.Start(ctx, envtest.Options{KubernetesVersion: o.version, ExternalNodes: o.nodes, Timing: &profile})
 	if err != nil {
 		return result{}, err
@@ -154,6 +173,10 @@ func measure(ctx context.Context, o options, impl string, run int) (result, erro
 	if err != nil {
 		return result{}, err
 	}
+	writes0, err := bench.ReadWrites(ctx, cs)
+	if err != nil {
+		return result{}, err
+	}
 	start := time.Now()
 	if err := forEach(ctx, o.nodes, func(ctx context.Context, i int) error {
 		_, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pod(i), metav1.CreateOptions{})
@@ -184,6 +207,14 @@ func measure(ctx context.Context, o options, impl string, run int) (result, erro
 		return result{}, err
 	}
 	r.cpuPerPod = (cpu1 - cpu0) / time.Duration(o.nodes)
+	writes1, err := bench.ReadWrites(ctx, cs)
+	if err != nil {
+		return result{}, err
+	}
+	r.writes = writes1.Since(writes0)
+	// The test's own: one creation and one deletion per pod.
+	r.writes["CREATE pods"] -= int64(o.nodes)
+	r.writes["DELETE pods"] -= int64(o.nodes)
 	if r.peakRSS, err = procfs.PeakRSS(pid); err != nil {
 		return result{}, err
 	}
@@ -312,9 +343,21 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func report(w io.Writer, o options, results []result) {
 	fmt.Fprintf(w, "%d nodes, %d pods (one per node): created → Running and Ready → deleted → gone\n\n", o.nodes, o.nodes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fake nodes\trun\tto Running\tto gone\tCPU per pod\tpeak RSS")
+	fmt.Fprintln(tw, "fake nodes\trun\tto Running\tto gone\tCPU per pod\tpeak RSS\tAPI writes per pod")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f s\t%.1f s\t%.2f ms\t%d MiB\n", r.impl, r.run, r.toRunning.Seconds(), r.toGone.Seconds(), ms(r.cpuPerPod), r.peakRSS>>20)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f s\t%.1f s\t%.2f ms\t%d MiB\t%.2f\n", r.impl, r.run, r.toRunning.Seconds(), r.toGone.Seconds(),
+			ms(r.cpuPerPod), r.peakRSS>>20, float64(r.writes.Total())/float64(o.nodes))
 	}
 	_ = tw.Flush() // a failed write to stdout has nowhere else to go
+	fmt.Fprintln(w, "\nAPI writes per pod by kind (beside the test's creation and deletion; heartbeats apart):")
+	for _, r := range results {
+		var kinds []string
+		for k, v := range r.writes {
+			if v != 0 {
+				kinds = append(kinds, fmt.Sprintf("%s %.2f", k, float64(v)/float64(o.nodes)))
+			}
+		}
+		slices.Sort(kinds)
+		fmt.Fprintf(w, "  %s run %d: %s\n", r.impl, r.run, strings.Join(kinds, ", "))
+	}
 }
