@@ -64,7 +64,7 @@ type Options struct {
 	// (kubeletMaySet) after the node registers, as a cluster's administrator or provisioner
 	// labels nodes; nil: the kubelet registers its node with every label.
 	Admin Client
-	Clock  clock.WithTicker
+	Clock clock.WithTicker
 	// Timing gives the Lease's duration and renew interval and the status report frequency.
 	Timing timing.Profile
 	// KubeletVersion is what the nodes report (status.nodeInfo.kubeletVersion).

@@ -233,7 +233,7 @@ func TestJoinTakesOverAndLetsGo(t *testing.T) {
 		return 137
 	})
 	kubelets, err := join.Start(ctx, join.Options{Config: existing.Config, Timing: &profile, NodeIP: netip.MustParseAddr("127.0.0.1"),
-		Programs: []program.Rule{{Container: "main", Program: waiter}},
+		Programs:       []program.Rule{{Container: "main", Program: waiter}},
 		NodeIdentities: true, Pools: []fakekubelet.NodePool{{Name: "reg", Count: 1}},
 		Manage: fakekubelet.ManagedNodes{Annotations: labels.SelectorFromSet(labels.Set{"kwok.x-k8s.io/node": "fake"})}})
 	if err != nil {
