@@ -49,7 +49,9 @@ type identities struct {
 	// transport is the process's, shared by every node's client.
 	transport http.RoundTripper
 
-	mu      sync.Mutex
+	// mu guards both maps; they are read on every status write and written once per node or
+	// object.
+	mu      sync.RWMutex
 	clients map[string]*nodeClient
 	// readable holds what each node's kubelet has been allowed to read: node/kind/ns/name.
 	readable map[string]bool
@@ -85,6 +87,12 @@ func (ids *identities) client(node string) nodes.Client {
 	if ids.base == nil {
 		return ids.process
 	}
+	ids.mu.RLock()
+	c := ids.clients[node]
+	ids.mu.RUnlock()
+	if c != nil {
+		return c
+	}
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
 	if c := ids.clients[node]; c != nil {
@@ -93,7 +101,7 @@ func (ids *identities) client(node string) nodes.Client {
 	cfg := NodeConfig(ids.base, node)
 	// The impersonating wrapper over the shared transport: one connection pool for every node.
 	rt, err := rest.HTTPWrappersForConfig(cfg, ids.transport)
-	c := &nodeClient{}
+	c = &nodeClient{}
 	if err == nil {
 		httpClient := &http.Client{Transport: rt}
 		if c.core, err = typedcorev1.NewForConfigAndClient(cfg, httpClient); err == nil {
@@ -121,9 +129,9 @@ func (ids *identities) mayRead(ctx context.Context, pod *corev1.Pod, kind, name 
 	}
 	node := pod.Spec.NodeName
 	key := node + "/" + kind + "/" + pod.Namespace + "/" + name
-	ids.mu.Lock()
+	ids.mu.RLock()
 	ok := ids.readable[key]
-	ids.mu.Unlock()
+	ids.mu.RUnlock()
 	if ok {
 		return nil
 	}

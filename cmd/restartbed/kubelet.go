@@ -282,12 +282,7 @@ func manageFromFlags(f kubeletFlags) (fakekubelet.ManagedNodes, error) {
 func runKubelet(ctx context.Context, out, progress io.Writer, f kubeletFlags) error {
 	opts, err := joinOptions(f)
 	if err != nil {
-		var invalid *scenarios.InvalidError
-		if errors.As(err, &invalid) {
-			fmt.Fprintln(progress, err)
-			return exitError{code: exitInvalid, err: fmt.Errorf("%d problem(s) in %s; nothing was started", len(invalid.Problems), f.from)}
-		}
-		return exitError{code: exitInvalid, err: err}
+		return invalidOptions(progress, err, f.from)
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.kubeconfig

@@ -162,12 +162,7 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 func runUp(ctx context.Context, out, progress io.Writer, f upFlags) error {
 	opts, sc, err := upOptions(f)
 	if err != nil {
-		var invalid *scenarios.InvalidError
-		if errors.As(err, &invalid) {
-			fmt.Fprintln(progress, err)
-			return exitError{code: exitInvalid, err: fmt.Errorf("%d problem(s) in %s; nothing was started", len(invalid.Problems), f.from)}
-		}
-		return exitError{code: exitInvalid, err: err}
+		return invalidOptions(progress, err, f.from)
 	}
 	kubeconfig, err := filepath.Abs(f.kubeconfig)
 	if err != nil {
@@ -214,6 +209,17 @@ func runUp(ctx context.Context, out, progress io.Writer, f upFlags) error {
 	<-ctx.Done()
 	fmt.Fprintln(out, "interrupted")
 	return nil
+}
+
+// invalidOptions is the usage error (exit 2) of options that cannot run: a --from scenario's
+// problems are printed, one per line, and counted; any other error is said as it is.
+func invalidOptions(progress io.Writer, err error, from string) error {
+	var invalid *scenarios.InvalidError
+	if errors.As(err, &invalid) {
+		fmt.Fprintln(progress, err)
+		return exitError{code: exitInvalid, err: fmt.Errorf("%d problem(s) in %s; nothing was started", len(invalid.Problems), from)}
+	}
+	return exitError{code: exitInvalid, err: err}
 }
 
 // checkReplaceable refuses to overwrite a file that is not a kubeconfig restartbed wrote, so that
