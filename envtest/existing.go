@@ -18,7 +18,6 @@ import (
 	"github.com/restartbed/restartbed/config/crd"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
-	"github.com/restartbed/restartbed/internal/pki"
 )
 
 // This file is Start on a cluster restartbed did not start (Options.ExistingCluster): no control
@@ -105,20 +104,15 @@ func (c *Cluster) startOnExisting(ctx context.Context, opts Options) error {
 	if len(opts.Nodes) == 0 {
 		return nil
 	}
-	clientCA, err := fakekubelet.PublishedClientCA(ctx, c.Clientset)
-	if err != nil {
+	api := &fakekubelet.APIOptions{Listen: opts.JoinAddress}
+	if !api.Listen.IsValid() {
+		api.Listen = loopback
+	}
+	if err := fakekubelet.JoinAPI(ctx, c.Clientset, api, c.Clock.Now); err != nil {
 		return fmt.Errorf("the existing cluster: %w", err)
 	}
-	servingCA, err := pki.NewCA("restartbed-kubelet-serving-ca", c.Clock.Now)
-	if err != nil {
-		return err
-	}
-	addr := opts.JoinAddress
-	if !addr.IsValid() {
-		addr = loopback
-	}
 	c.Kubelet, err = fakekubelet.New(fakekubelet.Options{
-		API:    &fakekubelet.APIOptions{ServingCA: servingCA, ClientCAs: clientCA, Listen: addr},
+		API:    api,
 		Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
 		Programs: opts.Programs, Builtins: opts.builtinPrograms(),
 		KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),

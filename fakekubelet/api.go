@@ -27,6 +27,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/server"
+	"github.com/restartbed/restartbed/internal/pki"
 )
 
 // GateFineGrainedAuthz is the gate that authorizes /pods, /healthz and /configz by their own
@@ -240,10 +241,25 @@ const (
 	clientCAKey             = "client-ca-file"
 )
 
-// PublishedClientCA reads the CA certificates (PEM) the apiserver accepts client certificates of,
-// as it publishes them in kube-system/extension-apiserver-authentication: on kubeadm and kind
-// clusters, and restartbed's, the issuer of its own client certificate for kubelets.
-func PublishedClientCA(ctx context.Context, client kubernetes.Interface) ([]byte, error) {
+// JoinAPI completes the kubelet API options of nodes that join a cluster restartbed did not
+// start (api.Listen set): a serving CA of the process's own, its certificates starting at now, as
+// a kubelet signs its own; and, before api.ClientCAs, the CA the apiserver publishes for the
+// servers it calls to authenticate it (kube-system/extension-apiserver-authentication's
+// client-ca-file: on kubeadm and kind clusters, and restartbed's, the issuer of its client
+// certificate for kubelets). Without a published CA, api.ClientCAs must hold one.
+func JoinAPI(ctx context.Context, client kubernetes.Interface, api *APIOptions, now func() time.Time) error {
+	published, err := publishedClientCA(ctx, client)
+	if err != nil && len(api.ClientCAs) == 0 {
+		return fmt.Errorf("fakekubelet: %w; give the CA of the apiserver's kubelet client certificate (its --kubelet-client-certificate's issuer)", err)
+	}
+	api.ClientCAs = append(append(published, '\n'), api.ClientCAs...)
+	if api.ServingCA, err = pki.NewCA("restartbed-kubelet-serving-ca", now); err != nil {
+		return err
+	}
+	return nil
+}
+
+func publishedClientCA(ctx context.Context, client kubernetes.Interface) ([]byte, error) {
 	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, authenticationConfigMap, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading the apiserver's client CA (%s/%s): %w", metav1.NamespaceSystem, authenticationConfigMap, err)

@@ -27,7 +27,6 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/program"
-	"github.com/restartbed/restartbed/internal/pki"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -129,13 +128,13 @@ func Start(ctx context.Context, opts Options) (*Kubelets, error) {
 	if err != nil {
 		return nil, err
 	}
-	clientCAs, err := clientCA(ctx, client, opts.ClientCA)
-	if err != nil {
-		return nil, err
+	bind := opts.BindAddress
+	if !bind.IsValid() {
+		bind = opts.NodeIP
 	}
-	servingCA, err := pki.NewCA("restartbed-kubelet-serving-ca@"+hostname(), clock.RealClock{}.Now)
-	if err != nil {
-		return nil, err
+	api := &fakekubelet.APIOptions{ClientCAs: opts.ClientCA, Listen: bind, Port: opts.NodePort, Advertise: opts.NodeIP}
+	if err := fakekubelet.JoinAPI(ctx, client, api, clock.RealClock{}.Now); err != nil {
+		return nil, fmt.Errorf("join: %w", err)
 	}
 	k := &Kubelets{Release: release, KubeletVersion: kubeletVersion, FeatureGates: gates, Timing: profile}
 	if program.NamesBinaries(opts.Programs) {
@@ -143,15 +142,11 @@ func Start(ctx context.Context, opts Options) (*Kubelets, error) {
 			return nil, errors.Join(err, k.Stop())
 		}
 	}
-	bind := opts.BindAddress
-	if !bind.IsValid() {
-		bind = opts.NodeIP
-	}
 	k.Kubelet, err = fakekubelet.New(fakekubelet.Options{
 		Config: opts.Config, Pools: opts.Pools, Manage: opts.Manage, FeatureGates: gates, Timing: profile,
 		Logger: opts.Logger, Programs: opts.Programs, Builtins: builtins, HostBinaries: k.host, NodeIdentities: opts.NodeIdentities,
 		KubeletVersion: kubeletVersion, DeclaredFeatures: release.DeclaredFeatures(gates),
-		API: &fakekubelet.APIOptions{ServingCA: servingCA, ClientCAs: clientCAs, Listen: bind, Port: opts.NodePort, Advertise: opts.NodeIP},
+		API: api,
 	})
 	if err != nil {
 		return nil, errors.Join(err, k.Stop())
@@ -198,15 +193,6 @@ func resolveRelease(client kubernetes.Interface, want string) (controlplane.Rele
 	return r, reported, nil
 }
 
-// clientCA is the CAs the kubelet API trusts: the apiserver's published client CA and extra.
-func clientCA(ctx context.Context, client kubernetes.Interface, extra []byte) ([]byte, error) {
-	published, err := fakekubelet.PublishedClientCA(ctx, client)
-	if err != nil && len(extra) == 0 {
-		return nil, fmt.Errorf("join: %w; give the CA of the apiserver's kubelet client certificate (its --kubelet-client-certificate's issuer)", err)
-	}
-	return append(append(published, '\n'), extra...), nil
-}
-
 // startHostBinaries builds the sandbox helper (once, into the cache) and runs host binaries in
 // sandboxes under a directory of this process's, their apiserver connections forwarded to the
 // cluster's.
@@ -234,14 +220,6 @@ func (k *Kubelets) startHostBinaries(opts Options) error {
 	}
 	k.host, err = hostproc.New(hostproc.Options{Helper: helper, Dir: k.tmpDir, APIServer: host})
 	return err
-}
-
-// hostname names the serving CA after the machine, for whoever inspects a certificate.
-func hostname() string {
-	if h, err := os.Hostname(); err == nil {
-		return h
-	}
-	return "unknown" // only a name in a certificate
 }
 
 // NodeIPFromEnvironment is the address a kubelet in a pod advertises: the POD_IP the downward

@@ -15,10 +15,10 @@ import (
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 	"github.com/restartbed/restartbed/builtins"
-	agentconfig "github.com/restartbed/restartbed/config/agent"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/test/specs"
 )
 
 // BenchmarkGroupRestart measures an in-place group restart of a sidecar-mode JobSet of N pods:
@@ -51,14 +51,8 @@ func benchmarkGroupRestart(ctx context.Context, b *testing.B, c *envtest.Cluster
 	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
 	}
-	objs, err := agentconfig.RBAC(ns)
-	if err != nil {
+	if err := specs.CreateAgentRBAC(ctx, c.Client, ns); err != nil {
 		b.Fatal(err)
-	}
-	for _, o := range objs {
-		if err := c.Client.Create(ctx, o); err != nil {
-			b.Fatal(err)
-		}
 	}
 	js := sidecarModeJobSet(ns, "bench", n, int32(b.N)+5)
 	if err := c.Client.Create(ctx, js); err != nil {

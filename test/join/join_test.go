@@ -30,13 +30,13 @@ import (
 	"github.com/restartbed/restartbed/agent"
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 	"github.com/restartbed/restartbed/builtins"
-	agentconfig "github.com/restartbed/restartbed/config/agent"
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/join"
 	"github.com/restartbed/restartbed/scenarios"
 	"github.com/restartbed/restartbed/test/builders"
+	"github.com/restartbed/restartbed/test/specs"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -88,20 +88,14 @@ func groupRestartsInPlace(t *testing.T, cluster *envtest.Cluster) {
 	if err := cluster.WaitForSchedulableNodes(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rbac, err := agentconfig.RBAC(ns)
-	if err != nil {
+	if err := specs.CreateAgentRBAC(ctx, cluster.Client, ns); err != nil {
 		t.Fatal(err)
-	}
-	for _, obj := range rbac {
-		if err := cluster.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
 	}
 	js := inPlaceJobSet(ns)
 	if err := cluster.Client.Create(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		var got jobsetv1alpha2.JobSet
 		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(js), &got); err != nil {
 			return false, err
@@ -134,18 +128,25 @@ func TestOnRestartbedsControlPlane(t *testing.T) {
 	groupRestartsInPlace(t, cluster)
 }
 
+// bareCluster starts a restartbed control plane with no nodes and no JobSet of its own, waiting
+// for nodes to join: "any cluster" here. The test's cleanup stops it.
+func bareCluster(t *testing.T, version string) *envtest.Cluster {
+	t.Helper()
+	profile := timing.Fast()
+	existing, err := envtest.Start(context.Background(), envtest.Options{Timing: &profile, ExternalNodes: 8, KubernetesVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = existing.Stop() }) // the test's own assertions are what it reports
+	return existing
+}
+
 // TestOnAnExistingCluster stands a bare restartbed control plane (no nodes, no JobSet) for "any
 // cluster", runs the same test on it through ExistingCluster, and checks that Stop removes what
 // it added: the CRD and the nodes.
 func TestOnAnExistingCluster(t *testing.T) {
 	ctx := context.Background()
-	profile := timing.Fast()
-	existing, err := envtest.Start(ctx, envtest.Options{Timing: &profile, ExternalNodes: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = existing.Stop() }()
-
+	existing := bareCluster(t, "")
 	opts := options()
 	opts.ExistingCluster = existing.Config
 	cluster, err := envtest.Start(ctx, opts)
@@ -199,12 +200,7 @@ func TestScenariosOnAnExistingCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			profile := timing.Fast()
-			existing, err := envtest.Start(ctx, envtest.Options{Timing: &profile, ExternalNodes: 8, KubernetesVersion: sc.Spec.KubernetesVersion})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = existing.Stop() }()
+			existing := bareCluster(t, sc.Spec.KubernetesVersion)
 			var report strings.Builder
 			res := scenarios.Run(ctx, sc, scenarios.RunOptions{Progress: &report,
 				Configure: func(o *envtest.Options) { o.ExistingCluster = existing.Config }})
@@ -221,11 +217,7 @@ func TestScenariosOnAnExistingCluster(t *testing.T) {
 func TestJoinTakesOverAndLetsGo(t *testing.T) {
 	ctx := context.Background()
 	profile := timing.Fast()
-	existing, err := envtest.Start(ctx, envtest.Options{Timing: &profile, ExternalNodes: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = existing.Stop() }()
+	existing := bareCluster(t, "")
 	killed := make(chan struct{})
 	waiter := program.Func(func(ctx context.Context, _ *program.Container) int {
 		<-ctx.Done()

@@ -14,9 +14,20 @@ import (
 // namespace: what a user applies for the in-place-restart agent.
 func ApplyAgentRBAC(ctx context.Context, c client.Client, namespace string) {
 	GinkgoHelper()
+	Expect(CreateAgentRBAC(ctx, c, namespace)).To(Succeed())
+}
+
+// CreateAgentRBAC is ApplyAgentRBAC for tests and benchmarks outside Ginkgo: it returns the
+// first error.
+func CreateAgentRBAC(ctx context.Context, c client.Client, namespace string) error {
 	objs, err := agentconfig.RBAC(namespace)
-	Expect(err).NotTo(HaveOccurred())
-	for _, o := range objs {
-		Expect(c.Create(ctx, o)).To(Succeed())
+	if err != nil {
+		return err
 	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
