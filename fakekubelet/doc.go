@@ -13,7 +13,8 @@
 // records probe results (probes.go), the pods' view of a partition (partition.go), the existing
 // nodes it takes over as KWOK's controller does (adopt.go), what containers read from the API — ConfigMaps, Secrets, Services, tokens — (sources.go), events and
 // fault injection. What can be decided or run on its own lives in subpackages, each importing
-// only those listed before it: container (snapshots of a pod's containers), token (the
+// only those listed before it: container (snapshots of a pod's containers), pleg (the relist
+// of the runtime, which the pod workers see instead of the runtime itself), token (the
 // service-account token cache), release (what each release does differently), restart (restart
 // rules, phase), status (status generation and publication), podactions (the plan of one sync);
 // vfs, logs, shell, program, hostproc (host binaries, in namespaces of their own) and runtime run

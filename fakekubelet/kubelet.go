@@ -26,6 +26,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
+	"github.com/restartbed/restartbed/fakekubelet/pleg"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
@@ -328,7 +329,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p.informer = informer
 	v := version.MustParseSemantic(k.opts.KubeletVersion) // checked by Options.complete
-	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Host: k.opts.HostBinaries, ControlPlane: k.opts.ControlPlaneAddr, Network: k.network, Sources: sources, Notify: func(uid types.UID) { p.queue.Add(uid) },
+	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Host: k.opts.HostBinaries, ControlPlane: k.opts.ControlPlaneAddr, Network: k.network, Sources: sources, Notify: p.changed,
 		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
 		ConfigFor: func(pod *corev1.Pod) *rest.Config {
 			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)
@@ -342,11 +343,13 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		return err
 	}
 	p.rt = k.rt
+	p.pleg = pleg.New(pleg.Options{Clock: k.clock, Period: k.opts.Timing.PLEGRelistPeriod, Inspect: k.rt.Status, Sync: p.queue.Add})
 	k.pods = p
 	if _, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.onPod}); err != nil {
 		return err
 	}
 	k.wg.Go(func() { k.renewTokens(ctx, tokens) })
+	k.wg.Go(func() { p.pleg.Run(ctx) })
 	return k.refreshVolumesOn(ctx, factory)
 }
 

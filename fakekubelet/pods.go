@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
+	"github.com/restartbed/restartbed/fakekubelet/pleg"
 	"github.com/restartbed/restartbed/fakekubelet/podactions"
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
@@ -57,18 +59,29 @@ type podState struct {
 	restarts map[string]podactions.Restart
 	// shutdownSince is when the kubelet began shutting the pod down (deletion or terminal).
 	shutdownSince time.Time
+	// lastSync is when the pod's last SyncPod ended: its next one waits for a relist that
+	// began after it (the pod worker's lastSyncTime).
+	lastSync time.Time
+	// goesOn: the pod's last sync was one step of a SyncPod still under way, waiting for an
+	// instance it stopped or a postStart hook it started (endSync). Read by the runtime's
+	// notifications, hence atomic.
+	goesOn atomic.Bool
+	// acted: the sync under way killed or started a postStart hook (actionBegins).
+	acted bool
 }
 
 // pods runs the pods bound to the kubelet's nodes: one sync per pod event, container exit,
 // backoff expiry or probe period, on a bounded set of workers.
 type pods struct {
 	// ids are the nodes' kubelets' clients.
-	ids      *identities
-	clock    clock.WithTicker
-	timing   timing.Profile
-	rules    restart.Rules
-	release  release.Kubelet
-	rt       *runtime.Runtime
+	ids     *identities
+	clock   clock.WithTicker
+	timing  timing.Profile
+	rules   restart.Rules
+	release release.Kubelet
+	rt      *runtime.Runtime
+	// pleg is the runtime as the pod workers see it: the last relist's.
+	pleg     *pleg.PLEG
 	status   *status.Manager
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedDelayingInterface[types.UID]
@@ -225,7 +238,18 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	st := p.state(uid)
-	in := p.input(pod, st, n)
+	var rt *container.PodStatus
+	if st.goesOn.Load() {
+		// A step of a SyncPod under way: the kubelet's SyncPod sees its own kills and hooks end.
+		rt = p.liveStatus(uid)
+	} else {
+		var fresh bool
+		if rt, fresh = p.pleg.Status(uid, st.lastSync); !fresh {
+			return nil // the next relist brings the sync
+		}
+	}
+	in := p.input(pod, st, n, rt)
+	defer func() { p.endSync(uid, st, in.Runtime) }()
 	actions := podactions.Compute(in)
 	if actions.CreateSandbox {
 		ip, err := p.allocateIP(pod)
@@ -242,19 +266,84 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 			waiting := podactions.Compute(in)
 			return p.apply(ctx, pod, st, &in, &podactions.Actions{Publish: waiting.Publish, Status: waiting.Status})
 		}
-		in = p.input(pod, st, n)
+		// SyncPod reads the sandbox it just made from the runtime, not from the PLEG.
+		in = p.input(pod, st, n, p.liveStatus(uid))
 		actions = podactions.Compute(in)
 	}
 	return p.apply(ctx, pod, st, &in, &actions)
 }
 
-// input gathers what the pod's sync reads: the runtime's and the status manager's views of the
-// pod and the kubelet's memory of it.
-func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node) podactions.Input {
-	var rt *container.PodStatus
-	if s, ok := p.rt.Status(pod.UID); ok {
-		rt = &s
+// liveStatus is the runtime's snapshot of the pod now, nil when it has neither sandbox nor
+// instance.
+func (p *pods) liveStatus(uid types.UID) *container.PodStatus {
+	if s, ok := p.rt.Status(uid); ok {
+		return &s
 	}
+	return nil
+}
+
+// endSync ends one sync of the pod, whose plan saw the pod's instances as rt. The kubelet's
+// SyncPod kills the containers it decided to kill and waits for each, and runs a started
+// container's postStart hook before it goes on; restartbed's pod workers never block on a
+// container, so such a SyncPod is several syncs. A sync that killed or started a hook, and one
+// that saw an instance the kubelet stopped still running or a hook running, is a step of a
+// SyncPod that goes on: the next step runs on the runtime's live view, brought by the instance's
+// exit or the hook's end, without waiting for a relist. Otherwise the SyncPod has ended, and the
+// pod's next sync waits for a relist that began after it.
+func (p *pods) endSync(uid types.UID, st *podState, rt *container.PodStatus) {
+	acted := st.acted
+	st.acted = false
+	switch {
+	case acted:
+		// goesOn was set before the kill or the hook began, so their end brings the next step
+		// even if it came before now.
+	case p.syncGoesOn(st, rt):
+		st.goesOn.Store(true)
+	default:
+		st.goesOn.Store(false)
+		st.lastSync = p.clock.Now()
+	}
+}
+
+// actionBegins marks the pod's sync as one step of a SyncPod that goes on (endSync), before the
+// kill or hook that makes it so begins: the runtime's notification of its end then brings the
+// next step however soon it comes.
+func (st *podState) actionBegins() {
+	st.acted = true
+	st.goesOn.Store(true)
+}
+
+// syncGoesOn reports whether rt has an instance the kubelet stopped still running, or one whose
+// postStart hook runs.
+func (p *pods) syncGoesOn(st *podState, rt *container.PodStatus) bool {
+	for id := range st.stopIssued {
+		if rt.Running(id) {
+			return true
+		}
+	}
+	for _, running := range p.hooks.of(rt) {
+		if running {
+			return true
+		}
+	}
+	return false
+}
+
+// changed is the runtime's notification of a change in the pod: the PLEG's next relist
+// inspects it, and a SyncPod under way goes on at once (endSync).
+func (p *pods) changed(uid types.UID) {
+	p.pleg.Changed(uid)
+	p.mu.Lock()
+	st := p.states[uid]
+	p.mu.Unlock()
+	if st != nil && st.goesOn.Load() {
+		p.queue.Add(uid)
+	}
+}
+
+// input gathers what the pod's sync reads: the runtime's view of the pod (rt), the status
+// manager's and the kubelet's memory of it.
+func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node, rt *container.PodStatus) podactions.Input {
 	old, ok := p.status.Latest(pod.UID)
 	if !ok {
 		old = *pod.Status.DeepCopy()
@@ -393,6 +482,7 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
 		return false
 	}
+	st.actionBegins()
 	p.postStart(ctx, pod, c, inst.ID)
 	return true
 }
@@ -495,6 +585,7 @@ func (p *pods) hostIP(pod *corev1.Pod) string {
 // the least grace, and SIGKILL after. A hook that outlives the grace goes on until the
 // container dies, as an exec in it does.
 func (p *pods) kill(ctx context.Context, pod *corev1.Pod, st *podState, k podactions.Kill) {
+	st.actionBegins()
 	st.stopIssued[k.ID] = true
 	if k.HoldsSync {
 		st.killing[k.ID] = true

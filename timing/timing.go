@@ -74,6 +74,10 @@ type Profile struct {
 	// CrashLoopBackOffReset: a container that ran this long since its last start restarts at
 	// once when it next crashes, and its backoff starts over.
 	CrashLoopBackOffReset time.Duration
+	// PLEGRelistPeriod is how often a kubelet relists its runtime: a container's start or exit
+	// reaches the kubelet's pod workers, and so the pod's status and its next containers, at
+	// the next relist (the kubelet's genericPlegRelistPeriod).
+	PLEGRelistPeriod time.Duration
 	// RestartAllKillGrace is how long a RestartAllContainers cleanup waits for each running
 	// container after SIGTERM before SIGKILL (the kubelet's minimum grace period).
 	RestartAllKillGrace time.Duration
@@ -105,6 +109,7 @@ func Realistic() Profile {
 		CrashLoopBackOff:      10 * time.Second,
 		CrashLoopBackOffMax:   5 * time.Minute,
 		CrashLoopBackOffReset: 10 * time.Minute,
+		PLEGRelistPeriod:      time.Second,
 		RestartAllKillGrace:   2 * time.Second,
 	}
 }
@@ -137,6 +142,7 @@ func Fast() Profile {
 		CrashLoopBackOff:      time.Second,
 		CrashLoopBackOffMax:   30 * time.Second,
 		CrashLoopBackOffReset: time.Minute,
+		PLEGRelistPeriod:      100 * time.Millisecond,
 		RestartAllKillGrace:   time.Second,
 	}
 }
@@ -194,6 +200,7 @@ func (p Profile) Durations() []Duration {
 		{"crashLoopBackOff", p.CrashLoopBackOff},
 		{"crashLoopBackOffMax", p.CrashLoopBackOffMax},
 		{"crashLoopBackOffReset", p.CrashLoopBackOffReset},
+		{"plegRelistPeriod", p.PLEGRelistPeriod},
 		{"restartAllKillGrace", p.RestartAllKillGrace},
 	}
 }

@@ -53,6 +53,7 @@ var kubernetesDefaults = map[string]upstreamValue{
 	"CrashLoopBackOff":         {file: "pkg/kubelet/kubelet.go", pattern: `initialCrashLoopBackOff = (.+)`},
 	"CrashLoopBackOffMax":      {file: "pkg/kubelet/apis/config/v1beta1/defaults.go", pattern: `MaxContainerBackOff = (.+)`},
 	"CrashLoopBackOffReset":    {file: "pkg/kubelet/kubelet.go", pattern: `eventTime\.Sub\(lastUpdate\) > (.+)`},
+	"PLEGRelistPeriod":         {file: "pkg/kubelet/kubelet.go", pattern: `genericPlegRelistPeriod\s+= (.+)`},
 	"RestartAllKillGrace":      {file: "pkg/kubelet/kuberuntime/kuberuntime_manager.go", pattern: `minimumGracePeriodInSeconds = (.+)`, unit: time.Second},
 	// The kubelet renews its Lease at this fraction of the Lease's duration.
 	"nodeLeaseRenewIntervalFraction": {file: "pkg/kubelet/kubelet.go", pattern: `nodeLeaseRenewIntervalFraction = (.+)`},
@@ -76,7 +77,7 @@ func TestRealisticIsUpstream(t *testing.T) {
 		"NodeEvictionRate": float64(r.NodeEvictionRate), "DefaultTolerationSeconds": float64(r.DefaultTolerationSeconds),
 		"PodGCPeriod": float64(r.PodGCPeriod), "PodGCQuarantine": float64(r.PodGCQuarantine),
 		"CrashLoopBackOff": float64(r.CrashLoopBackOff), "CrashLoopBackOffMax": float64(r.CrashLoopBackOffMax),
-		"CrashLoopBackOffReset": float64(r.CrashLoopBackOffReset), "RestartAllKillGrace": float64(r.RestartAllKillGrace),
+		"CrashLoopBackOffReset": float64(r.CrashLoopBackOffReset), "RestartAllKillGrace": float64(r.RestartAllKillGrace), "PLEGRelistPeriod": float64(r.PLEGRelistPeriod),
 		"KueueFailureRecoveryThreshold": float64(r.KueueFailureRecoveryThreshold),
 	}
 	check := func(t *testing.T, module string, values map[string]upstreamValue) map[string]float64 {

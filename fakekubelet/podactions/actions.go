@@ -129,7 +129,8 @@ type Actions struct {
 	FinishDeletion bool
 
 	Probe Probe
-	// Requeue: sync again at once (a cleanup step is done).
+	// Requeue: sync the pod again (a cleanup is done, or the restarts a kill decided have been
+	// made); as every sync that begins a SyncPod, it waits for the next relist.
 	Requeue bool
 }
 

@@ -53,8 +53,9 @@ type Options struct {
 	Clock clock.Clock
 	// Programs say what containers run; nil: every container runs its own command.
 	Programs *program.Registry
-	// Notify is called, outside any lock, whenever an instance of the pod starts (or fails to)
-	// or exits.
+	// Notify is called, outside any lock, whenever the pod's sandbox or instances change: a
+	// sandbox created, readied or stopped, an instance started (or failed to), exited or
+	// removed, the pod removed. It must not block.
 	Notify func(types.UID)
 	// ConfigFor returns the rest.Config a pod's programs use (its service account). Optional.
 	ConfigFor func(*corev1.Pod) *rest.Config
@@ -189,6 +190,7 @@ func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) er
 		}
 	}
 	r.mu.Lock()
+	defer r.opts.Notify(pod.UID) // deferred calls run last-in first-out: after the unlock
 	defer r.mu.Unlock()
 	if sb := r.pods[pod.UID]; sb != nil {
 		sb.ready = true
@@ -275,6 +277,7 @@ func (r *Runtime) attach(sb *sandbox) *network.Interface {
 // network; its instances stay.
 func (r *Runtime) StopSandbox(uid types.UID) {
 	r.mu.Lock()
+	defer r.opts.Notify(uid)
 	defer r.mu.Unlock()
 	if sb := r.pods[uid]; sb != nil {
 		sb.ready = false
@@ -620,6 +623,7 @@ func (r *Runtime) Done(uid types.UID, id string) <-chan struct{} {
 // starts again at 0 (its logs are gone). Removing a running instance is refused.
 func (r *Runtime) Remove(uid types.UID, id string) error {
 	r.mu.Lock()
+	defer r.opts.Notify(uid)
 	defer r.mu.Unlock()
 	sb, in := r.find(uid, id)
 	if in == nil {
@@ -647,6 +651,7 @@ func (r *Runtime) RemovePod(uid types.UID) {
 	if sb == nil {
 		return
 	}
+	defer r.opts.Notify(uid)
 	for _, in := range sb.instances {
 		if in.kill != nil {
 			in.kill()

@@ -75,27 +75,6 @@ var notApplicable = []struct {
 		reason: "needs an image registry: restartbed pulls no image, so an image that does not exist cannot fail to pull"},
 }
 
-// sidecarStartRace is the ordered container whose check of start order can lose a race: init-3
-// must start after restartable-init-2 has written "Started". A kubelet starts the next init
-// container on the sync its PLEG relist brings, up to a second after the sidecar started;
-// restartbed's runtime reports the start at once, so the next container can start before the
-// sidecar's script has written its line (docs/upstream-tests.md).
-const sidecarStartRace = "[sig-node] Containers Lifecycle when using a Pod with restartPolicy=Never, three init container and two restartable init containers "
-
-// racy are the applicable specs a run may fail until restartbed's kubelet relists its runtime
-// as the kubelet's PLEG does (the [kubelet loop] issue), each by its whole text, with why. Every
-// other applicable spec must pass.
-var racy = []struct{ text, reason string }{
-	{sidecarStartRace + "should start second restartable init container before third init container [NodeConformance]",
-		"the sidecar-start race: init-3 can start before restartable-init-2 has written \"Started\""},
-	{sidecarStartRace + "should run both restartable init containers and third init container together [NodeConformance]",
-		"not run when the sidecar-start race is lost: its ordered container stops at the first failure"},
-	{sidecarStartRace + "should run third init container to completion before starting regular container [NodeConformance]",
-		"not run when the sidecar-start race is lost: its ordered container stops at the first failure"},
-	{sidecarStartRace + "should run both restartable init containers and a regular container together [NodeConformance]",
-		"not run when the sidecar-start race is lost: its ordered container stops at the first failure"},
-}
-
 // result is one spec's outcome.
 type result struct {
 	file, text string
@@ -413,37 +392,24 @@ func tail(s string, n int) string {
 	return s
 }
 
-// report logs the results and fails the test for every applicable spec that failed, except
-// the racy ones it names; it returns the results as a markdown table.
+// report logs the results and fails the test for every applicable spec that failed; it returns
+// the results as a markdown table.
 func report(t *testing.T, results []result) string {
 	t.Helper()
 	var table strings.Builder
 	counts := map[string]int{}
-	seen := map[string]bool{}
 	fmt.Fprintf(&table, "| file | spec | result | why |\n|---|---|---|---|\n")
 	for _, r := range results {
-		seen[r.text] = true
 		counts[r.outcome]++
 		fmt.Fprintf(&table, "| %s | %s | %s | %s |\n", r.file, escape(r.text), r.outcome, escape(r.note))
 		if r.outcome != "fail" {
 			continue
 		}
-		if i := slices.IndexFunc(racy, func(k struct{ text, reason string }) bool { return k.text == r.text }); i >= 0 {
-			counts["racy"]++
-			t.Logf("FAIL (known race, allowed: %s) %s (%s): %s", racy[i].reason, r.text, r.duration.Round(time.Second), r.note)
-			continue
-		}
 		t.Errorf("FAIL %s (%s): %s", r.text, r.duration.Round(time.Second), r.note)
-	}
-	for _, k := range racy {
-		if !seen[k.text] {
-			t.Errorf("the racy spec %q is not in this run: update the racy list", k.text)
-		}
 	}
 	applicable := counts["pass"] + counts["fail"]
 	fmt.Fprintf(&table, "| **total** | %d specs | **%d of %d applicable pass** | %d not applicable |\n", len(results), counts["pass"], applicable, counts["n/a"])
-	t.Logf("upstream node e2e specs: %d pass, %d fail (%d of them known races), %d not applicable",
-		counts["pass"], counts["fail"], counts["racy"], counts["n/a"])
+	t.Logf("upstream node e2e specs: %d pass, %d fail, %d not applicable", counts["pass"], counts["fail"], counts["n/a"])
 	if applicable == 0 {
 		t.Error("no applicable spec ran")
 	}
