@@ -66,8 +66,8 @@ var _ = Describe("The PLEG", func() {
 		pod := func(i int) *corev1.Pod {
 			return builders.MakePod(fmt.Sprintf("sidecar-%d", i), ns).
 				InitContainer(builders.MakeContainer("sidecar").RestartPolicy(corev1.ContainerRestartPolicyAlways).
-					Shell(stamp + " > /shared/sidecar; sleep 3600").Mount("shared", "/shared").Obj()).
-				InitContainer(builders.MakeContainer("init").Shell(stamp + " > /shared/init").Mount("shared", "/shared").Obj()).
+					Shell(stamp+" > /shared/sidecar; sleep 3600").Mount("shared", "/shared").Obj()).
+				InitContainer(builders.MakeContainer("init").Shell(stamp+" > /shared/init").Mount("shared", "/shared").Obj()).
 				Container(builders.MakeContainer("main").Shell("cat /shared/sidecar /shared/init; sleep 3600").Mount("shared", "/shared").Obj()).
 				EmptyDir("shared").Obj()
 		}
