@@ -63,12 +63,15 @@ func (c *Cluster) startOnExisting(ctx context.Context, opts Options) error {
 	if c.Clientset, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return fmt.Errorf("the existing cluster: %w", err)
 	}
+	// The nodes report the apiserver's own version, patch included, as `restartbed kubelet`'s
+	// do; a named release reports its own.
+	kubeletVersion := c.Release.Kubernetes
 	if opts.KubernetesVersion == "" {
 		info, err := c.Clientset.Discovery().ServerVersion()
 		if err != nil {
 			return fmt.Errorf("asking the existing cluster's apiserver its version: %w", err)
 		}
-		if c.Release, _, err = controlplane.ServerRelease(info.GitVersion); err != nil {
+		if c.Release, kubeletVersion, err = controlplane.ServerRelease(info.GitVersion); err != nil {
 			return fmt.Errorf("the existing cluster: %w; name a supported release in Options.KubernetesVersion", err)
 		}
 		if c.FeatureGates, err = ResolveFeatureGates(c.Release, opts.FeatureGates); err != nil {
@@ -115,7 +118,7 @@ func (c *Cluster) startOnExisting(ctx context.Context, opts Options) error {
 		API:    api,
 		Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
 		Programs: opts.Programs, Builtins: opts.builtinPrograms(),
-		KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
+		KubeletVersion: kubeletVersion, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
 		NodeIdentities: true,
 	})
 	if err != nil {

@@ -164,6 +164,14 @@ func TestOnAnExistingCluster(t *testing.T) {
 	if node.Status.Addresses[0].Address != "127.0.0.1" || node.Status.DaemonEndpoints.KubeletEndpoint.Port == 10250 {
 		t.Errorf("a joined node advertises %v port %d, want loopback and its own listener", node.Status.Addresses, node.Status.DaemonEndpoints.KubeletEndpoint.Port)
 	}
+	// The nodes report the apiserver's version, as `restartbed kubelet`'s do.
+	info, err := existing.Clientset.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := node.Status.NodeInfo.KubeletVersion; v == "" || !strings.HasPrefix(info.GitVersion, v) {
+		t.Errorf("a joined node reports kubelet %q, want the apiserver's %q", v, info.GitVersion)
+	}
 	if err := cluster.Stop(); err != nil {
 		t.Fatal(err)
 	}
