@@ -249,7 +249,7 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		}
 	}
 	in := p.input(pod, st, n, rt)
-	defer func() { p.endSync(uid, st, in.Runtime) }()
+	defer func() { p.endSync(st, in.Runtime) }()
 	actions := podactions.Compute(in)
 	if actions.CreateSandbox {
 		ip, err := p.allocateIP(pod)
@@ -290,7 +290,7 @@ func (p *pods) liveStatus(uid types.UID) *container.PodStatus {
 // SyncPod that goes on: the next step runs on the runtime's live view, brought by the instance's
 // exit or the hook's end, without waiting for a relist. Otherwise the SyncPod has ended, and the
 // pod's next sync waits for a relist that began after it.
-func (p *pods) endSync(uid types.UID, st *podState, rt *container.PodStatus) {
+func (p *pods) endSync(st *podState, rt *container.PodStatus) {
 	acted := st.acted
 	st.acted = false
 	switch {
