@@ -324,7 +324,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	informer := factory.Core().V1().Pods().Informer()
 	if err := informer.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
 		return []string{string(obj.(*corev1.Pod).UID)}, nil
-	}, nodeIndex: podsByNode}); err != nil {
+	}, nodeIndex: podsByNode, sourceIndex: podSources}); err != nil {
 		return fmt.Errorf("fakekubelet: pod index: %w", err)
 	}
 	p.informer = informer

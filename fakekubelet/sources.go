@@ -90,9 +90,10 @@ func (k *Kubelet) refreshVolumesOn(ctx context.Context, factory informers.Shared
 			if !ok {
 				return
 			}
-			for _, o := range k.pods.informer.GetStore().List() {
-				pod := o.(*corev1.Pod)
-				if pod.Namespace == meta.GetNamespace() && k.nodes.Get(pod.Spec.NodeName) != nil && mounts(pod, kind, meta.GetName()) {
+			// Only the pods that project it, through the index: never a scan of every pod.
+			objs, _ := k.pods.informer.GetIndexer().ByIndex(sourceIndex, sourceKey(kind, meta.GetNamespace(), meta.GetName())) // fails only for an index the informer lacks, and it has this one
+			for _, o := range objs {
+				if pod := o.(*corev1.Pod); k.nodes.Get(pod.Spec.NodeName) != nil {
 					k.refreshVolumes(ctx, pod)
 				}
 			}
@@ -110,23 +111,39 @@ func (k *Kubelet) refreshVolumesOn(ctx context.Context, factory informers.Shared
 	return nil
 }
 
-// mounts reports whether a volume of the pod projects the named ConfigMap or Secret.
-func mounts(pod *corev1.Pod, kind, name string) bool {
+// sourceIndex indexes the pod informer by the ConfigMaps and Secrets the pods' volumes project.
+const sourceIndex = "restartbed-volume-source"
+
+// sourceKey names a ConfigMap or Secret (kind) in sourceIndex.
+func sourceKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+// podSources is sourceIndex's function: the ConfigMaps and Secrets a volume of the pod
+// projects, directly or in a projected volume.
+func podSources(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	add := func(kind, name string) { keys = append(keys, sourceKey(kind, pod.Namespace, name)) }
 	for _, v := range pod.Spec.Volumes {
 		switch {
-		case kind == "ConfigMap" && v.ConfigMap != nil && v.ConfigMap.Name == name,
-			kind == "Secret" && v.Secret != nil && v.Secret.SecretName == name:
-			return true
+		case v.ConfigMap != nil:
+			add("ConfigMap", v.ConfigMap.Name)
+		case v.Secret != nil:
+			add("Secret", v.Secret.SecretName)
 		case v.Projected != nil:
 			for _, src := range v.Projected.Sources {
-				if (kind == "ConfigMap" && src.ConfigMap != nil && src.ConfigMap.Name == name) ||
-					(kind == "Secret" && src.Secret != nil && src.Secret.Name == name) {
-					return true
+				if src.ConfigMap != nil {
+					add("ConfigMap", src.ConfigMap.Name)
+				}
+				if src.Secret != nil {
+					add("Secret", src.Secret.Name)
 				}
 			}
 		}
 	}
-	return false
+	return keys, nil
 }
 
 // renewTokens writes again, each sync period, the volumes of the pods whose service-account
