@@ -62,9 +62,6 @@ type Options struct {
 	Inspect func(types.UID) (container.PodStatus, bool)
 	// Sync asks for a sync of the pod; it is called outside any lock and must not block.
 	Sync func(types.UID)
-	// Events, when set, receives each relist's events (each pod's in the order Compare gives)
-	// before Sync is called.
-	Events func([]Event)
 }
 
 // PLEG relists the runtime and caches what it saw. Its methods are safe for concurrent use.
@@ -169,9 +166,6 @@ func (g *PLEG) Relist() []Event {
 	g.waiting = map[types.UID]struct{}{}
 	g.mu.Unlock()
 
-	if g.opts.Events != nil && len(events) > 0 {
-		g.opts.Events(events)
-	}
 	for _, e := range events {
 		if e.syncWorthy() {
 			sync[e.Pod] = struct{}{}

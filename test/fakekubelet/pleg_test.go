@@ -32,14 +32,14 @@ var _ = Describe("The PLEG", func() {
 
 	// times runs the pods, waits until each is Running, and returns what times parses from
 	// each pod's logs.
-	times := func(ctx context.Context, make func(i int) *corev1.Pod, container string, parse func(string) (time.Duration, error)) []time.Duration {
+	times := func(ctx context.Context, podOf func(i int) *corev1.Pod, container string, parse func(string) (time.Duration, error)) []time.Duration {
 		GinkgoHelper()
 		for i := range pods {
-			Expect(k8s.Create(ctx, make(i))).To(Succeed())
+			Expect(k8s.Create(ctx, podOf(i))).To(Succeed())
 		}
 		var out []time.Duration
 		for i := range pods {
-			name := make(i).Name
+			name := podOf(i).Name
 			var d time.Duration
 			Eventually(func() error {
 				logs, err := cluster.Kubelet.Logs(ns, name, container)
