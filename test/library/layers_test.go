@@ -15,7 +15,7 @@ const module = "github.com/restartbed/restartbed/"
 var fakekubeletLayers = []string{
 	"fakekubelet/container", "fakekubelet/token", "fakekubelet/release", "fakekubelet/vfs", "fakekubelet/logs", "fakekubelet/network", "fakekubelet/network/networktest",
 	"fakekubelet/restart", "fakekubelet/status", "fakekubelet/podactions",
-	"fakekubelet/shell", "fakekubelet/program", "fakekubelet/hostproc", "fakekubelet/runtime", "fakekubelet/server",
+	"fakekubelet/shell", "fakekubelet/program", "fakekubelet/hostproc", "fakekubelet/runtime", "fakekubelet/pleg", "fakekubelet/server",
 	"fakekubelet/nodes",
 	"fakekubelet",
 }
