@@ -1,8 +1,6 @@
 package library
 
 import (
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,19 +21,14 @@ var fakekubeletLayers = []string{
 // TestFakeKubeletLayers: no package of fakekubelet imports one above it, and every package of
 // fakekubelet has a place in the layers.
 func TestFakeKubeletLayers(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", filepath.Join(root, "fakekubelet", "...")).Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
-		pkg := strings.TrimPrefix(fields[0], module)
+	for _, p := range goList(t, "./fakekubelet/...") {
+		pkg := strings.TrimPrefix(p.ImportPath, module)
 		rank := slices.Index(fakekubeletLayers, pkg)
 		if rank < 0 {
 			t.Errorf("%s has no place in fakekubeletLayers", pkg)
 			continue
 		}
-		for _, imp := range fields[1:] {
+		for _, imp := range p.Imports {
 			dep, ok := strings.CutPrefix(imp, module)
 			if !ok || !strings.HasPrefix(dep, "fakekubelet") {
 				continue
@@ -50,11 +43,8 @@ func TestFakeKubeletLayers(t *testing.T) {
 // TestAgentLinksNoEmulator: the agent binary is the agent alone; nothing of the emulator
 // (shell, filesystem, runtime) comes with it.
 func TestAgentLinksNoEmulator(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "./"+filepath.Join(root, "cmd", "agent")).Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
+	for _, p := range goList(t, "-deps", "./cmd/agent") {
+		dep := p.ImportPath
 		if strings.HasPrefix(dep, module+"fakekubelet") || strings.HasPrefix(dep, module+"builtins") {
 			t.Errorf("cmd/agent links %s", dep)
 		}

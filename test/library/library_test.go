@@ -7,6 +7,9 @@
 package library
 
 import (
+	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,16 +25,65 @@ import (
 // root is the repository, two folders up from this package.
 var root = filepath.Join("..", "..")
 
+// listed is what these tests read of a package from go list.
+type listed struct {
+	ImportPath string
+	Dir        string
+	GoFiles    []string
+	Imports    []string
+	Module     *struct{ Main bool }
+}
+
+// goList runs go list -json with args from the repository and returns its packages. go test
+// caches a passing result by the files and environment the test itself read, and go list's
+// reads are not among them: so goList reads (stats) the repository's go.mod and go.sum and each
+// of the module's listed folders and Go files, and an edit to any of them runs these tests again.
+// Other modules' packages change only with go.mod or go.sum.
+func goList(t *testing.T, args ...string) []listed {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json=ImportPath,Dir,GoFiles,Imports,Module"}, args...)...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+	}
+	var pkgs []listed
+	for dec := json.NewDecoder(strings.NewReader(string(out))); ; {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list %s: decoding its output: %v", strings.Join(args, " "), err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	inputs := []string{filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum")}
+	for _, p := range pkgs {
+		if p.Module == nil || !p.Module.Main {
+			continue
+		}
+		if _, err := os.ReadDir(p.Dir); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range p.GoFiles {
+			inputs = append(inputs, filepath.Join(p.Dir, f))
+		}
+	}
+	for _, f := range inputs {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pkgs
+}
+
 // library lists the packages a project can import: everything but commands, tests, build tools
 // and examples.
 func library(t *testing.T) []string {
 	t.Helper()
-	out, err := exec.Command("go", "list", filepath.Join(root, "...")).Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	var pkgs []string
-	for _, p := range strings.Fields(string(out)) {
+	for _, lp := range goList(t, "./...") {
+		p := lp.ImportPath
 		rel := strings.TrimPrefix(p, "github.com/restartbed/restartbed")
 		if strings.HasPrefix(rel, "/cmd") || strings.HasPrefix(rel, "/test") || strings.HasPrefix(rel, "/hack") || strings.HasPrefix(rel, "/examples") {
 			continue
@@ -45,13 +97,9 @@ func library(t *testing.T) []string {
 }
 
 func TestLibraryLinksNoKubernetesRelease(t *testing.T) {
-	pkgs := library(t)
-	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
 	var linked []string
-	for _, dep := range strings.Fields(string(out)) {
+	for _, p := range goList(t, append([]string{"-deps"}, library(t)...)...) {
+		dep := p.ImportPath
 		if dep == "k8s.io/kubernetes" || strings.HasPrefix(dep, "k8s.io/kubernetes/") {
 			linked = append(linked, dep)
 		}
