@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/pleg"
+	"github.com/restartbed/restartbed/fakekubelet/prober"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
@@ -310,7 +312,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	p := &pods{ids: k.ids, clock: k.clock, timing: k.opts.Timing, rules: rules, events: k.events,
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
 		nodes: k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
-		podIP: map[types.UID]podAddress{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release,
+		podIP: map[types.UID]podAddress{}, started: k.clock.Now(), restarted: map[string]time.Time{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release,
 		sources: sources, tokens: tokens}
 	statusFor := status.OneClient(statusClient.CoreV1())
 	if k.opts.NodeIdentities {
@@ -344,12 +346,25 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p.rt = k.rt
 	p.pleg = pleg.New(pleg.Options{Clock: k.clock, Period: k.opts.Timing.PLEGRelistPeriod, Inspect: k.rt.Status, Sync: p.queue.Add})
+	var probeRand rand.Source // the prober's own, drawn from Options.Rand before the network uses it
+	if k.opts.Rand != nil {
+		probeRand = rand.NewPCG(k.opts.Rand.Uint64(), k.opts.Rand.Uint64())
+	}
+	p.prober = prober.New(ctx, prober.Options{Clock: k.clock, Target: k.rt, Status: k.status.Container, Release: k.release,
+		Updated: p.probeUpdated, PodIP: p.sandboxIP, Rand: probeRand,
+		Unhealthy: func(pod *corev1.Pod, c *corev1.Container, format string, args ...any) {
+			p.events.container(pod, c, corev1.EventTypeWarning, eventUnhealthy, format, args...)
+		}})
 	k.pods = p
 	if _, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.onPod}); err != nil {
 		return err
 	}
 	k.wg.Go(func() { k.renewTokens(ctx, tokens) })
 	k.wg.Go(func() { p.pleg.Run(ctx) })
+	k.wg.Go(func() {
+		<-ctx.Done()
+		p.prober.Wait()
+	})
 	return k.refreshVolumesOn(ctx, factory)
 }
 

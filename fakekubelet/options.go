@@ -102,7 +102,8 @@ type Options struct {
 	// DefaultControlPlaneAddr().
 	ControlPlaneAddr netip.Addr
 	// Rand picks the endpoint of a Service for each connection from a pod, as kube-proxy picks at
-	// random; a seeded source makes the routes repeatable. Default: a source seeded at random.
+	// random, and spreads the first probes of the probe workers a kubelet restart creates; a
+	// seeded source makes both repeatable. Default: a source seeded at random.
 	Rand rand.Source
 	// NodeIdentities makes each node's kubelet act as system:node:NAME (group system:nodes) by
 	// impersonation from Config's identity, which must be allowed to impersonate them: its

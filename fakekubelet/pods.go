@@ -24,6 +24,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/pleg"
 	"github.com/restartbed/restartbed/fakekubelet/podactions"
+	"github.com/restartbed/restartbed/fakekubelet/prober"
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
@@ -48,8 +49,8 @@ type podState struct {
 	reasons map[string]status.Waiting
 	// backoff is the crash-loop backoff of the pod's containers, keyed by container and image.
 	backoff *flowcontrol.Backoff
-	// probes holds probe state by container instance ID.
-	probes map[string]*probeState
+	// probing: the pod's probe workers were added (its first sync since the kubelet started).
+	probing bool
 	// stopIssued: instance IDs the kubelet has begun to stop (preStop included).
 	stopIssued map[string]bool
 	// killing: the instances of stopIssued that a live pod's sync killed; its syncs wait for them.
@@ -82,6 +83,7 @@ type pods struct {
 	rt      *runtime.Runtime
 	// pleg is the runtime as the pod workers see it: the last relist's.
 	pleg     *pleg.PLEG
+	prober   *prober.Manager
 	status   *status.Manager
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedDelayingInterface[types.UID]
@@ -94,6 +96,9 @@ type pods struct {
 
 	mu     sync.Mutex
 	states map[types.UID]*podState
+	// started is when the kubelet started; restarted, when a node's kubelet restarted since.
+	started   time.Time
+	restarted map[string]time.Time
 	// ips: the pod IPs in use on each node, and each pod's.
 	ips   map[string]map[netip.Addr]types.UID
 	podIP map[types.UID]podAddress
@@ -139,7 +144,7 @@ func (p *pods) state(uid types.UID) *podState {
 		b.HasExpiredFunc = func(eventTime, lastUpdate time.Time, _ time.Duration) bool {
 			return eventTime.Sub(lastUpdate) > reset
 		}
-		st = &podState{reasons: map[string]status.Waiting{}, backoff: b, probes: map[string]*probeState{}, stopIssued: map[string]bool{},
+		st = &podState{reasons: map[string]status.Waiting{}, backoff: b, stopIssued: map[string]bool{},
 			killing: map[string]bool{}, restarts: map[string]podactions.Restart{}}
 		p.states[uid] = st
 	}
@@ -154,11 +159,33 @@ func (p *pods) teardown(uid types.UID) {
 	p.releaseIP(uid)
 }
 
-// forgetState drops the kubelet's memory of a pod (a kubelet restart does this for all pods).
+// forgetState drops the kubelet's memory of a pod, its probe workers and their results (a
+// kubelet restart does this for all pods).
 func (p *pods) forgetState(uid types.UID) {
+	p.prober.RemovePod(uid)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.states, uid)
+}
+
+// kubeletStart is when the node's kubelet last started.
+func (p *pods) kubeletStart(node string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.restarted[node]; ok {
+		return t
+	}
+	return p.started
+}
+
+// sandboxIP is the pod's IP while it has a sandbox, "" otherwise.
+func (p *pods) sandboxIP(uid types.UID) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a, ok := p.podIP[uid]; ok {
+		return a.ip.String()
+	}
+	return ""
 }
 
 // podAddress is a pod's IP and the node whose range it came from.
@@ -238,6 +265,10 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	st := p.state(uid)
+	if !st.probing {
+		st.probing = true
+		p.prober.AddPod(pod, p.kubeletStart(n.Name()))
+	}
 	var rt *container.PodStatus
 	if st.goesOn.Load() {
 		// A step of a SyncPod under way: the kubelet's SyncPod sees its own kills and hooks end.
@@ -245,7 +276,9 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 	} else {
 		var fresh bool
 		if rt, fresh = p.pleg.Status(uid, st.lastSync); !fresh {
-			return nil // the next relist brings the sync
+			// The next relist brings the sync; what the probes found is published meanwhile.
+			p.publishProbeResults(pod, n.InternalIP().String())
+			return nil
 		}
 	}
 	in := p.input(pod, st, n, rt)
@@ -354,7 +387,7 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node, rt *container
 		}
 	}
 	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: n.InternalIP().String(), Rules: p.rules,
-		Release: p.release, Probes: st, Reasons: st.reasons, Backoff: backoffAfter(pod, rt, st.backoff), Stopping: st.stopIssued,
+		Release: p.release, Probes: p.prober.Results(pod.UID), Reasons: st.reasons, Backoff: backoffAfter(pod, rt, st.backoff), Stopping: st.stopIssued,
 		Killing: st.killing, Restarts: st.restarts, PostStart: p.hooks.of(rt),
 		ShutdownSince: st.shutdownSince, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
 }
@@ -395,12 +428,14 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *pod
 	switch a.Publish {
 	case podactions.PublishAsync:
 		p.status.Set(pod, a.Status)
+		p.prober.StatusSet(pod.UID, &a.Status)
 	case podactions.PublishAndWait:
 		err := p.status.SetAndWait(ctx, pod, a.Status)
 		gone := a.FinishDeletion && errors.Is(err, status.ErrPodGone) // left the API meanwhile: nothing more to publish
 		if err != nil && !gone {
 			return err
 		}
+		p.prober.StatusSet(pod.UID, &a.Status)
 	}
 	for _, id := range a.Remove {
 		if err := p.rt.Remove(pod.UID, id); err != nil {
@@ -411,10 +446,10 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *pod
 		}
 		delete(st.stopIssued, id)
 		delete(st.killing, id)
-		delete(st.probes, id)
 	}
 	if a.BeginShutdown && st.shutdownSince.IsZero() {
 		st.shutdownSince = p.clock.Now()
+		p.prober.Terminating(pod.UID)
 	}
 	for _, k := range a.Kill {
 		p.kill(ctx, pod, st, k)
@@ -441,13 +476,6 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *pod
 		if err := p.finishDeleted(ctx, pod); err != nil {
 			return err
 		}
-	}
-	if a.Probe != podactions.ProbeNone {
-		shown := &in.Old
-		if a.Publish != podactions.PublishNone {
-			shown = &a.Status
-		}
-		p.probe(ctx, pod, st, rt, shown, a.Probe)
 	}
 	if a.Requeue {
 		p.queue.Add(pod.UID)
@@ -650,6 +678,7 @@ func (p *pods) finishDeleted(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	p.rt.RemovePod(pod.UID)
+	p.prober.RemovePod(pod.UID)
 	p.tokens.Forget(pod.UID)
 	p.releaseIP(pod.UID)
 	return nil

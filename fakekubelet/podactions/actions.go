@@ -30,24 +30,6 @@ func (p Publish) String() string {
 	return [...]string{"none", "async", "wait"}[p]
 }
 
-// Probe says which probes the prober runs after the plan is applied.
-type Probe int
-
-const (
-	// ProbeNone: no container runs, or none is probed.
-	ProbeNone Probe = iota
-	// ProbeRunning: every probe of the running containers that is due.
-	ProbeRunning
-	// ProbeTerminating: the pod shuts down; only readiness probes go on (see
-	// release.Kubelet.ExecProbesWhileTerminating).
-	ProbeTerminating
-)
-
-// String names the mode in test tables.
-func (p Probe) String() string {
-	return [...]string{"none", "running", "terminating"}[p]
-}
-
 // Kill stops one running container instance.
 type Kill struct {
 	Container *corev1.Container
@@ -101,7 +83,7 @@ type HoldBack struct {
 
 // Actions are everything one sync of a pod does, in the order the pod workers apply them:
 // create the sandbox (and plan again on it), stop the sandbox, publish the status, remove,
-// kill, hold back and start containers, finish the deletion, probe, look again.
+// kill, hold back and start containers, finish the deletion, look again.
 type Actions struct {
 	// CreateSandbox: the pod has no sandbox yet; nothing else is planned until it has one.
 	CreateSandbox bool
@@ -128,7 +110,6 @@ type Actions struct {
 	// FinishDeletion: the deleted pod has stopped; delete it from the API for good.
 	FinishDeletion bool
 
-	Probe Probe
 	// Requeue: sync the pod again (a cleanup is done, or the restarts a kill decided have been
 	// made); as every sync that begins a SyncPod, it waits for the next relist.
 	Requeue bool
@@ -194,9 +175,6 @@ func (a *Actions) String() string {
 	}
 	if a.FinishDeletion {
 		add("finish-deletion")
-	}
-	if a.Probe != ProbeNone {
-		add("probe=%s", a.Probe)
 	}
 	if a.Requeue {
 		add("requeue")

@@ -103,13 +103,9 @@ func (p *planner) compute() {
 	// one after another, waiting for each (killContainer returns once the preStop hook has run
 	// and the container has stopped, or the grace is over). Until then the pod's next sync
 	// waits: nothing is killed, started or restarted, and the status changes only by what the
-	// probe workers find, which go on (a stopping container's readiness only). A deletion does
-	// not wait for a postStart hook; a shutdown does not wait for a sync's kill.
+	// probe workers find, as the status manager applies it. A deletion does not wait for a
+	// postStart hook; a shutdown does not wait for a sync's kill.
 	if !deleted && (p.postStartRunning() || (!restart.IsTerminal(pod.Status.Phase) && p.killing())) {
-		p.out.Probe = ProbeRunning
-		if restart.IsTerminal(pod.Status.Phase) {
-			p.out.Probe = ProbeTerminating
-		}
 		if s, changed := status.ApplyProbeResults(p.statusInput(rt, false)); changed {
 			p.out.Publish, p.out.Status = PublishAsync, s
 		}
@@ -166,7 +162,6 @@ func (p *planner) run(gen corev1.PodStatus) {
 		// containers show, so it too must reach the API before anything starts.
 		p.out.Publish = PublishAndWait
 	}
-	p.out.Probe = ProbeRunning
 	p.killFailedPostStart()
 	p.killRedefined()
 	p.killProbeFailures()
@@ -471,7 +466,6 @@ func (p *planner) shutDown() {
 		}
 		p.out.Publish, p.out.Status = PublishAsync, gen
 		p.stopAll()
-		p.out.Probe = ProbeTerminating
 		return
 	}
 	p.out.StopSandbox = true

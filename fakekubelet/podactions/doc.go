@@ -5,10 +5,10 @@
 // crash-loop backoff, the probe results, the restart rules, the release and the time, Compute
 // returns one Actions value: the status to publish and how, the containers to kill, remove,
 // start or hold back and why, the sandbox to create or stop, whether the pod's deletion can
-// finish, whether to probe, and when to look again.
+// finish, and when to look again.
 //
 // It is pure: it starts, stops, writes and waits for nothing, and reads no clock: the time is
 // Input.Now, and the crash-loop backoff comes as the values it has at that time (BackoffState),
-// which the caller reads. The pod workers (package fakekubelet) apply its Actions; the prober
-// there only records results, which Compute reads. docs/fakekubelet.md describes the sync it plans.
+// which the caller reads, and the probe results are the values the probe workers (package
+// prober) had then. The pod workers (package fakekubelet) apply its Actions. docs/fakekubelet.md describes the sync it plans.
 package podactions

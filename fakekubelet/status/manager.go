@@ -180,6 +180,25 @@ func (m *Manager) Latest(uid types.UID) (corev1.PodStatus, bool) {
 	return *ps.desired.DeepCopy(), true
 }
 
+// Container returns the pod's phase and the named (regular or init) container's status in the
+// last status set for the pod, false when there is none for either: what the probe workers
+// read, without copying the whole status.
+func (m *Manager) Container(uid types.UID, name string) (corev1.PodPhase, corev1.ContainerStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps := m.pods[uid]
+	if ps == nil {
+		return "", corev1.ContainerStatus{}, false
+	}
+	s := &ps.desired
+	for _, statuses := range [][]corev1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses} {
+		if cs := restart.StatusOf(statuses, name); cs != nil {
+			return s.Phase, *cs.DeepCopy(), true
+		}
+	}
+	return s.Phase, corev1.ContainerStatus{}, false
+}
+
 // Reconnect is for a kubelet that can reach the apiserver again: apiPod is the pod as the API
 // holds it now (other components may have written its status meanwhile: the node controller's
 // Ready=False, a DisruptionTarget condition). It becomes the base of the next patch, and the

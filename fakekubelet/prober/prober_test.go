@@ -1,0 +1,348 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/restartbed/restartbed/fakekubelet/release"
+	"github.com/restartbed/restartbed/internal/clocktest"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fake is the kubelet around a Manager: its last status of one pod, and a target whose exec
+// probes answer as told.
+type fake struct {
+	mu sync.Mutex
+	// phase and statuses are the kubelet's last status of the pod.
+	phase    corev1.PodPhase
+	statuses map[string]corev1.ContainerStatus
+	// exits are what the next exec probes of each container exit with, in order (0 passes);
+	// block, when set, holds every exec of the container until it is closed.
+	exits map[string][]int
+	block map[string]chan struct{}
+	execs []string
+	// updates are the results reported, as "kind=result".
+	updates []string
+	events  []string
+}
+
+func (f *fake) Status(_ types.UID, name string) (corev1.PodPhase, corev1.ContainerStatus, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cs, ok := f.statuses[name]
+	return f.phase, cs, ok
+}
+
+func (f *fake) HTTPGet(context.Context, types.UID, int32, string, http.Header) (int, error) {
+	return 0, errors.New("connection refused")
+}
+
+func (f *fake) Listening(types.UID, int32) bool { return false }
+
+func (f *fake) Exec(ctx context.Context, _ types.UID, name string, _ []string) (int, string, error) {
+	f.mu.Lock()
+	f.execs = append(f.execs, name)
+	block := f.block[name]
+	code := 0
+	if q := f.exits[name]; len(q) > 0 {
+		code, f.exits[name] = q[0], q[1:]
+	}
+	f.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return -1, "", ctx.Err()
+		}
+	}
+	return code, "", nil
+}
+
+func (f *fake) running(name, id string, started bool, since time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statuses[name] = corev1.ContainerStatus{Name: name, ContainerID: "containerd://" + id, Started: ptr.To(started),
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(since)}}}
+}
+
+func (f *fake) exited(name, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statuses[name] = corev1.ContainerStatus{Name: name, ContainerID: "containerd://" + id,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+}
+
+func (f *fake) willExit(name string, codes ...int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.exits[name] = append(f.exits[name], codes...)
+}
+
+func (f *fake) takeUpdates() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.updates
+	f.updates = nil
+	return out
+}
+
+func newFake(t *testing.T, minor uint) (*fake, *Manager, *clocktesting.FakeClock) {
+	f := &fake{phase: corev1.PodRunning, statuses: map[string]corev1.ContainerStatus{}, exits: map[string][]int{}, block: map[string]chan struct{}{}}
+	clk := clocktesting.NewFakeClock(t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := New(ctx, Options{Clock: clk, Target: f, Status: f.Status, Release: release.Minor(minor),
+		Updated: func(_ types.UID, kind Kind, r Result) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.updates = append(f.updates, kind.String()+"="+r.String())
+		},
+		Unhealthy: func(_ *corev1.Pod, c *corev1.Container, format string, _ ...any) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.events = append(f.events, c.Name+": "+format)
+		}})
+	t.Cleanup(func() {
+		cancel()
+		m.Wait()
+	})
+	return f, m, clk
+}
+
+func execProbe(period, success, failure, delay int32) *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check"}}},
+		PeriodSeconds: period, SuccessThreshold: success, FailureThreshold: failure, InitialDelaySeconds: delay, TimeoutSeconds: 1}
+}
+
+// newWorker returns a worker of the manager that no goroutine runs: the test calls its ticks.
+func newWorker(m *Manager, pod *corev1.Pod, c *corev1.Container, kind Kind) *worker {
+	w := &worker{m: m, key: key{pod: pod.UID, container: c.Name, kind: kind}, pod: pod, container: c, spec: probeOf(c, kind),
+		stop: make(chan struct{}), trigger: make(chan struct{}, 1)}
+	m.mu.Lock()
+	m.workers[w.key] = w
+	m.mu.Unlock()
+	return w
+}
+
+func onePod(c corev1.Container) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid"}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+}
+
+// TestThresholds: a worker turns probe outcomes into results with the probe's thresholds,
+// starting from each kind's initial value, and reports only changes; a liveness failure and a
+// startup result hold the worker until a new instance runs.
+func TestThresholds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kind  Kind
+		exits []int
+		// want are the updates after each tick.
+		want [][]string
+		// final is the instance's result at the end.
+		final Result
+	}{
+		{name: "startup succeeds once and holds", kind: Startup, exits: []int{1, 0, 1},
+			want: [][]string{{"Startup=Unknown"}, {"Startup=Success"}, nil, nil}, final: Success},
+		{name: "startup fails at its threshold", kind: Startup, exits: []int{1, 1, 1, 0},
+			want: [][]string{{"Startup=Unknown"}, {"Startup=Failure"}, nil, nil}, final: Failure},
+		{name: "liveness tolerates failures below the threshold", kind: Liveness, exits: []int{1, 0, 1, 0},
+			want: [][]string{{"Liveness=Success"}, nil, nil, nil}, final: Success},
+		{name: "liveness fails at its threshold and holds", kind: Liveness, exits: []int{1, 1, 0, 0},
+			want: [][]string{{"Liveness=Success"}, {"Liveness=Failure"}, nil, nil}, final: Failure},
+		{name: "readiness needs its success threshold", kind: Readiness, exits: []int{0, 0, 1, 0},
+			want: [][]string{{"Readiness=Failure"}, {"Readiness=Success"}, nil, nil}, final: Success},
+		{name: "readiness falls at its failure threshold and rises again", kind: Readiness, exits: []int{0, 0, 1, 1, 0, 0},
+			want: [][]string{{"Readiness=Failure"}, {"Readiness=Success"}, nil, {"Readiness=Failure"}, nil, {"Readiness=Success"}}, final: Success},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, m, _ := newFake(t, 37)
+			probe := execProbe(1, 2, 2, 0)
+			c := corev1.Container{Name: "c"}
+			switch tc.kind {
+			case Startup:
+				c.StartupProbe, probe.SuccessThreshold = probe, 1
+			case Liveness:
+				c.LivenessProbe, probe.SuccessThreshold = probe, 1
+			case Readiness:
+				c.ReadinessProbe = probe
+			}
+			pod := onePod(c)
+			w := newWorker(m, pod, &pod.Spec.Containers[0], tc.kind)
+			f.running("c", "c1", tc.kind != Startup, t0)
+			f.willExit("c", tc.exits...)
+			// The first tick takes the instance, with the kind's initial value, and probes.
+			for i, want := range tc.want {
+				if !w.probeOnce() {
+					t.Fatalf("tick %d: the worker ended", i)
+				}
+				if got := f.takeUpdates(); !slices.Equal(got, want) {
+					t.Errorf("tick %d: updates %q, want %q", i, got, want)
+				}
+			}
+			if got := m.Results(pod.UID).Of("c1", tc.kind); got != tc.final {
+				t.Errorf("result %s, want %s", got, tc.final)
+			}
+		})
+	}
+}
+
+// TestNewInstance: a new instance drops the old one's result and starts over from the initial
+// value; an instance that is not running is not ready and not live.
+func TestNewInstance(t *testing.T) {
+	f, m, _ := newFake(t, 37)
+	c := corev1.Container{Name: "c", LivenessProbe: execProbe(1, 1, 1, 0)}
+	pod := onePod(c)
+	w := newWorker(m, pod, &pod.Spec.Containers[0], Liveness)
+	f.running("c", "c1", true, t0)
+	f.willExit("c", 1)
+	w.probeOnce()
+	if got := m.Results(pod.UID).Failed("c1"); got != "liveness" {
+		t.Fatalf("Failed(c1) = %q, want liveness", got)
+	}
+	w.probeOnce() // on hold: no probe
+	f.exited("c", "c1")
+	w.probeOnce()
+	f.running("c", "c2", true, t0)
+	w.probeOnce()
+	r := m.Results(pod.UID)
+	if r.Of("c1", Liveness) != Unknown || r.Failed("c2") != "" || r.Of("c2", Liveness) != Success {
+		t.Errorf("c1 %s, c2 %s: want the old result gone and the new instance live", r.Of("c1", Liveness), r.Of("c2", Liveness))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.execs) != 2 {
+		t.Errorf("%d probes ran, want 2 (one per running instance, none on hold)", len(f.execs))
+	}
+}
+
+// TestGates: no probe before the initial delay; the startup probe only until the container has
+// started, the others only after; a terminal pod ends the worker.
+func TestGates(t *testing.T) {
+	f, m, clk := newFake(t, 37)
+	c := corev1.Container{Name: "c", StartupProbe: execProbe(1, 1, 1, 5), ReadinessProbe: execProbe(1, 1, 1, 5)}
+	pod := onePod(c)
+	startup, readiness := newWorker(m, pod, &pod.Spec.Containers[0], Startup), newWorker(m, pod, &pod.Spec.Containers[0], Readiness)
+	f.running("c", "c1", false, t0)
+	execs := func() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.execs) }
+	startup.probeOnce()
+	readiness.probeOnce()
+	if n := execs(); n != 0 {
+		t.Fatalf("%d probes ran within the initial delay", n)
+	}
+	clk.Step(5 * time.Second)
+	readiness.probeOnce()
+	if n := execs(); n != 0 {
+		t.Fatalf("the readiness probe ran before the container started")
+	}
+	startup.probeOnce()
+	if n := execs(); n != 1 || !m.Results(pod.UID).Started("c1") {
+		t.Fatalf("%d probes, started %t: want the startup probe to run and succeed", n, m.Results(pod.UID).Started("c1"))
+	}
+	f.running("c", "c1", true, t0)
+	startup.probeOnce()
+	readiness.probeOnce()
+	if n := execs(); n != 2 || !m.Results(pod.UID).Ready("c1") {
+		t.Fatalf("%d probes, ready %t: want only the readiness probe to run once started", n, m.Results(pod.UID).Ready("c1"))
+	}
+	f.mu.Lock()
+	f.phase = corev1.PodSucceeded
+	f.mu.Unlock()
+	if readiness.probeOnce() {
+		t.Error("the worker goes on after the pod ended")
+	}
+}
+
+// TestTerminating: when the pod terminates, its regular containers' liveness and startup workers
+// end (a sidecar's go on), and before 1.37 an exec readiness probe errors and keeps its result.
+func TestTerminating(t *testing.T) {
+	for _, minor := range []uint{35, 37} {
+		t.Run(release.Minor(minor).String(), func(t *testing.T) {
+			f, m, clk := newFake(t, minor)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid"}, Spec: corev1.PodSpec{
+				InitContainers: []corev1.Container{{Name: "side", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), LivenessProbe: execProbe(1, 1, 1, 0)}},
+				Containers:     []corev1.Container{{Name: "main", LivenessProbe: execProbe(1, 1, 1, 0), ReadinessProbe: execProbe(1, 1, 1, 0)}}}}
+			f.running("main", "m1", true, t0)
+			f.running("side", "s1", true, t0)
+			before := clk.Waiters()
+			m.AddPod(pod, t0.Add(-time.Hour))
+			clocktest.WaitForWaiters(t, clk, before+3, "the three workers' tickers")
+			m.mu.Lock()
+			main := m.workers[key{pod: pod.UID, container: "main", kind: Readiness}]
+			m.mu.Unlock()
+			m.Terminating(pod.UID)
+			deadline := time.Now().Add(clocktest.Deadline)
+			for {
+				m.mu.Lock()
+				_, mainLive := m.workers[key{pod: pod.UID, container: "main", kind: Liveness}]
+				_, sideLive := m.workers[key{pod: pod.UID, container: "side", kind: Liveness}]
+				m.mu.Unlock()
+				if !mainLive {
+					if !sideLive {
+						t.Fatal("the sidecar's liveness worker ended with the pod's termination")
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("main's liveness worker goes on while the pod terminates")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			ready := m.Results(pod.UID).Ready("m1")
+			f.willExit("main", 1)
+			f.mu.Lock()
+			f.events = nil
+			f.mu.Unlock()
+			main.probeOnce()
+			f.mu.Lock()
+			events := slices.Clone(f.events)
+			f.mu.Unlock()
+			errored := slices.Contains(events, "main: %s probe errored and resulted in unknown state: %s")
+			if want := minor < 37; errored != want {
+				t.Errorf("events %q: errored %t, want %t", events, errored, want)
+			}
+			if minor < 37 && m.Results(pod.UID).Ready("m1") != ready {
+				t.Error("an errored probe changed the result")
+			}
+		})
+	}
+}
+
+// TestSlowProbe: a probe that takes long holds up only its own worker: another pod's probe runs
+// and reports meanwhile.
+func TestSlowProbe(t *testing.T) {
+	f, m, _ := newFake(t, 37)
+	slow := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "slow", UID: "slow"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "stuck", ReadinessProbe: execProbe(1, 1, 1, 0)}}}}
+	fast := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fast", UID: "fast"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "quick", ReadinessProbe: execProbe(1, 1, 1, 0)}}}}
+	block := make(chan struct{})
+	defer close(block)
+	f.mu.Lock()
+	f.block["stuck"] = block
+	f.mu.Unlock()
+	f.running("stuck", "s1", true, t0)
+	f.running("quick", "q1", true, t0)
+	m.AddPod(slow, t0.Add(-time.Hour))
+	m.AddPod(fast, t0.Add(-time.Hour))
+	deadline := time.Now().Add(clocktest.Deadline)
+	for !m.Results("fast").Ready("q1") {
+		if time.Now().After(deadline) {
+			t.Fatal("the fast pod's readiness probe did not run while the slow one's was stuck")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if m.Results("slow").Ready("s1") {
+		t.Error("the stuck probe reported")
+	}
+}

@@ -1,0 +1,240 @@
+package prober
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/restart"
+	"github.com/restartbed/restartbed/internal/clockctx"
+)
+
+// worker runs one probe of one container of one pod, as the kubelet's probe worker
+// (pkg/kubelet/prober/worker.go).
+type worker struct {
+	m   *Manager
+	key key
+	// pod and container are as the kubelet saw them when it added the pod.
+	pod       *corev1.Pod
+	container *corev1.Container
+	spec      *corev1.Probe
+	// delay is how long the worker waits before its first probe (a kubelet just started).
+	delay time.Duration
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	// trigger asks for a probe now (Manager.StatusSet).
+	trigger chan struct{}
+
+	// id is the instance probed, "" before the first.
+	id string
+	// lastResult and resultRun count the probe's consecutive equal results.
+	lastResult Result
+	resultRun  int32
+	// onHold: a liveness failure or a startup result was recorded for the instance; nothing
+	// more is probed until a new instance runs.
+	onHold bool
+}
+
+// end stops the worker; it forgets its result as it returns.
+func (w *worker) end() { w.stopOnce.Do(func() { close(w.stop) }) }
+
+func (w *worker) period() time.Duration {
+	return time.Duration(max(w.spec.PeriodSeconds, 1)) * time.Second
+}
+
+func (w *worker) run() {
+	defer func() { w.m.removeWorker(w, w.id) }()
+	clk := w.m.opts.Clock
+	if w.delay > 0 {
+		t := clk.NewTimer(w.delay)
+		select {
+		case <-t.C():
+		case <-w.stop:
+			t.Stop()
+			return
+		case <-w.m.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	ticker := clk.NewTicker(w.period())
+	defer ticker.Stop()
+	for w.probeOnce() {
+		select {
+		case <-ticker.C():
+		case <-w.trigger:
+		case <-w.stop:
+			return
+		case <-w.m.ctx.Done():
+			return
+		}
+	}
+}
+
+// probeOnce is one tick of the worker; it reports whether the worker goes on.
+func (w *worker) probeOnce() bool {
+	m := w.m
+	phase, cs, ok := m.opts.Status(w.pod.UID, w.container.Name)
+	if restart.IsTerminal(phase) {
+		return false // the pod is done: nothing of it runs again
+	}
+	if !ok || cs.ContainerID == "" {
+		return true // not created yet
+	}
+	if id := container.InstanceID(cs.ContainerID); id != w.id {
+		// A new instance: the old one's result goes, the new one's starts at the initial
+		// value, and the counts start over.
+		if w.id != "" {
+			m.forget(w, w.id)
+		}
+		w.id, w.lastResult, w.resultRun, w.onHold = id, Unknown, 0, false
+		m.set(w, id, initial(w.key.kind))
+	}
+	if w.onHold {
+		return true
+	}
+	if cs.State.Running == nil {
+		// Not running (exited, or a restart pending): not ready, not live. Upstream's worker
+		// ends here when the container will not run again; this one waits for the pod to end,
+		// which no status can tell apart.
+		m.set(w, w.id, Failure)
+		return true
+	}
+	if w.pod.DeletionTimestamp != nil && w.key.kind != Readiness {
+		// The kubelet (re)started with the pod already deleting: a quiet shutdown.
+		m.set(w, w.id, Success)
+		return false
+	}
+	if m.opts.Clock.Since(cs.State.Running.StartedAt.Time) < time.Duration(w.spec.InitialDelaySeconds)*time.Second {
+		return true
+	}
+	// The startup probe runs until the container has started, the others only after.
+	if started := cs.Started != nil && *cs.Started; started == (w.key.kind == Startup) {
+		return true
+	}
+	ok, output, err := w.probe()
+	if err != nil {
+		m.opts.Unhealthy(w.pod, w.container, "%s probe errored and resulted in unknown state: %s", w.key.kind, err)
+		return true
+	}
+	if !ok {
+		m.opts.Unhealthy(w.pod, w.container, "%s probe failed: %s", w.key.kind, output)
+	}
+	result := Failure
+	if ok {
+		result = Success
+	}
+	if result == w.lastResult {
+		w.resultRun++
+	} else {
+		w.lastResult, w.resultRun = result, 1
+	}
+	if (result == Failure && w.resultRun < max(w.spec.FailureThreshold, 1)) ||
+		(result == Success && w.resultRun < max(w.spec.SuccessThreshold, 1)) {
+		return true
+	}
+	m.set(w, w.id, result)
+	if (w.key.kind == Liveness && result == Failure) || w.key.kind == Startup {
+		w.onHold, w.resultRun = true, 0
+	}
+	return true
+}
+
+// initial is a probe's result for an instance not probed yet.
+func initial(kind Kind) Result {
+	switch kind {
+	case Liveness:
+		return Success
+	case Readiness:
+		return Failure
+	}
+	return Unknown
+}
+
+// probe runs the probe once against the worker's instance: httpGet calls what the pod serves on
+// the port (2xx and 3xx pass), tcpSocket and grpc pass while something serves the port, exec
+// runs in the container (exit 0 passes). An error is a probe that could not run (its context
+// ended), which leaves the result as it was.
+func (w *worker) probe() (bool, string, error) {
+	m, uid, c := w.m, w.pod.UID, w.container
+	timeout := time.Duration(max(w.spec.TimeoutSeconds, 1)) * time.Second
+	h := w.spec.ProbeHandler
+	switch {
+	case h.HTTPGet != nil:
+		ctx, cancel := clockctx.WithTimeout(m.ctx, m.opts.Clock, timeout)
+		defer cancel()
+		port := PortOf(c, h.HTTPGet.Port)
+		code, err := m.opts.Target.HTTPGet(ctx, uid, port, h.HTTPGet.Path, Header(h.HTTPGet.HTTPHeaders))
+		switch {
+		case err != nil:
+			return false, fmt.Sprintf("Get %q: %v", fmt.Sprintf("http://%s:%d%s", podIP(w), port, h.HTTPGet.Path), err), nil
+		case code < 200 || code >= 400:
+			return false, fmt.Sprintf("HTTP probe failed with statuscode: %d", code), nil
+		}
+		return true, "", nil
+	case h.TCPSocket != nil:
+		port := PortOf(c, h.TCPSocket.Port)
+		if !m.opts.Target.Listening(uid, port) {
+			return false, fmt.Sprintf("dial tcp %s:%d: connect: connection refused", podIP(w), port), nil
+		}
+		return true, "", nil
+	case h.GRPC != nil:
+		if !m.opts.Target.Listening(uid, h.GRPC.Port) {
+			return false, fmt.Sprintf("timeout: failed to connect service %q within %ds", fmt.Sprintf(":%d", h.GRPC.Port), max(w.spec.TimeoutSeconds, 1)), nil
+		}
+		return true, "", nil
+	case h.Exec != nil:
+		parent := m.execContext(uid)
+		if err := parent.Err(); err != nil {
+			return false, "", err
+		}
+		ctx, cancel := clockctx.WithTimeout(parent, m.opts.Clock, timeout)
+		defer cancel()
+		code, out, err := m.opts.Target.Exec(ctx, uid, c.Name, h.Exec.Command)
+		if err != nil {
+			if perr := parent.Err(); perr != nil {
+				return false, "", perr
+			}
+			return false, err.Error(), nil
+		}
+		return code == 0, out, nil
+	}
+	return false, "the probe has no handler", nil
+}
+
+// podIP is the pod's IP for failure messages: the one the kubelet's last status shows.
+func podIP(w *worker) string {
+	if ip := w.m.opts.PodIP; ip != nil {
+		return ip(w.pod.UID)
+	}
+	return ""
+}
+
+// PortOf resolves a probe's or a lifecycle handler's port, by number or by the container's port
+// name; -1 when the container has no port of that name.
+func PortOf(c *corev1.Container, port intstr.IntOrString) int32 {
+	if port.Type == intstr.Int {
+		return port.IntVal
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == port.StrVal {
+			return cp.ContainerPort
+		}
+	}
+	return -1
+}
+
+// Header is an HTTP probe's or lifecycle handler's headers.
+func Header(hs []corev1.HTTPHeader) http.Header {
+	out := http.Header{}
+	for _, h := range hs {
+		out.Add(h.Name, h.Value)
+	}
+	return out
+}
