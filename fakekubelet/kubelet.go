@@ -365,7 +365,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		<-ctx.Done()
 		p.prober.Wait()
 	})
-	return k.refreshVolumesOn(ctx, factory)
+	return k.refreshVolumesOn(factory)
 }
 
 // clientConfig is the kubelet's rest.Config with the apiserver's limits instead of client-side

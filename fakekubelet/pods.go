@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,9 @@ type podState struct {
 	goesOn atomic.Bool
 	// acted: the sync under way killed or started a postStart hook (actionBegins).
 	acted bool
+	// remount: a ConfigMap or Secret the pod projects changed, or its tokens are due; the next
+	// sync projects its volumes again (remount). Set from informers, hence atomic.
+	remount atomic.Bool
 }
 
 // pods runs the pods bound to the kubelet's nodes: one sync per pod event, container exit,
@@ -281,9 +285,12 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 			return nil
 		}
 	}
+	if st.remount.Swap(false) {
+		p.refreshVolumes(ctx, pod)
+	}
 	in := p.input(pod, st, n, rt)
 	defer func() { p.endSync(st, in.Runtime) }()
-	actions := podactions.Compute(in)
+	actions := plan(&in)
 	if actions.CreateSandbox {
 		ip, err := p.allocateIP(pod)
 		if err != nil {
@@ -296,14 +303,23 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 			p.events.pod(pod, corev1.EventTypeWarning, eventFailedMount, "%s", err)
 			p.queue.AddAfter(pod.UID, syncErrorBackOff)
 			in.Runtime = &container.PodStatus{UID: pod.UID} // no sandbox, nothing created
-			waiting := podactions.Compute(in)
+			waiting := plan(&in)
 			return p.apply(ctx, pod, st, &in, &podactions.Actions{Publish: waiting.Publish, Status: waiting.Status})
 		}
 		// SyncPod reads the sandbox it just made from the runtime, not from the PLEG.
 		in = p.input(pod, st, n, p.liveStatus(uid))
-		actions = podactions.Compute(in)
+		actions = plan(&in)
 	}
 	return p.apply(ctx, pod, st, &in, &actions)
+}
+
+// plan generates the pod's API status from the runtime's view first, as the kubelet's syncPod
+// does, and then plans the sync on it (computePodActions in SyncPod).
+func plan(in *podactions.Input) podactions.Actions {
+	if in.Runtime != nil {
+		in.Status = podactions.GenerateStatus(*in, in.Runtime, false)
+	}
+	return podactions.Compute(*in)
 }
 
 // liveStatus is the runtime's snapshot of the pod now, nil when it has neither sandbox nor
@@ -375,7 +391,8 @@ func (p *pods) changed(uid types.UID) {
 }
 
 // input gathers what the pod's sync reads: the runtime's view of the pod (rt), the status
-// manager's and the kubelet's memory of it.
+// manager's and the kubelet's memory of it, as values: the plan holds nothing the pod's
+// workers, hooks or probes change later.
 func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node, rt *container.PodStatus) podactions.Input {
 	old, ok := p.status.Latest(pod.UID)
 	if !ok {
@@ -387,9 +404,17 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node, rt *container
 		}
 	}
 	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: n.InternalIP().String(), Rules: p.rules,
-		Release: p.release, Probes: p.prober.Results(pod.UID), Reasons: st.reasons, Backoff: backoffAfter(pod, rt, st.backoff), Stopping: st.stopIssued,
-		Killing: st.killing, Restarts: st.restarts, PostStart: p.hooks.of(rt),
+		Release: p.release, Probes: p.prober.Results(pod.UID), Reasons: cloneNonEmpty(st.reasons), Backoff: backoffAfter(pod, rt, st.backoff),
+		Stopping: cloneNonEmpty(st.stopIssued), Killing: cloneNonEmpty(st.killing), Restarts: cloneNonEmpty(st.restarts), PostStart: p.hooks.of(rt),
 		ShutdownSince: st.shutdownSince, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
+}
+
+// cloneNonEmpty copies m, or returns nil when it is empty (the common case, on every sync).
+func cloneNonEmpty[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
 }
 
 // backoffAfter reads the pod's crash-loop backoff for a start after each exited instance, so
@@ -424,8 +449,17 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *pod
 	if a.StopSandbox {
 		p.rt.StopSandbox(pod.UID)
 		p.releaseIP(pod.UID) // a stopped sandbox gives its address back; the status keeps showing it
+		// The final status, from the runtime as it is now, as syncTerminatingPod generates it
+		// after its kill.
+		stopped := p.liveStatus(pod.UID)
+		if stopped == nil {
+			stopped = &container.PodStatus{UID: pod.UID}
+		}
+		a.Status = podactions.GenerateStatus(*in, stopped, true)
 	}
 	switch a.Publish {
+	case podactions.PublishNone:
+		p.publishProbeResults(pod, in.HostIP)
 	case podactions.PublishAsync:
 		p.status.Set(pod, a.Status)
 		p.prober.StatusSet(pod.UID, &a.Status)

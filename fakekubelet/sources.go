@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -80,10 +81,11 @@ func (s apiSources) Secret(ctx context.Context, pod *corev1.Pod, name string) (*
 	return secret, err
 }
 
-// refreshVolumesOn projects again the volumes of the pods that mount a ConfigMap or Secret when
-// it changes, as the kubelet's periodic remount brings updates into mounted volumes (a real
-// kubelet takes up to its sync period plus its cache's TTL; restartbed follows the informer).
-func (k *Kubelet) refreshVolumesOn(ctx context.Context, factory informers.SharedInformerFactory) error {
+// refreshVolumesOn has the pods that mount a ConfigMap or Secret project their volumes again at
+// their next sync when it changes, as the kubelet's periodic remount brings updates into mounted
+// volumes (a real kubelet takes up to its sync period plus its cache's TTL; restartbed follows
+// the informer, and the sync waits for the next relist).
+func (k *Kubelet) refreshVolumesOn(factory informers.SharedInformerFactory) error {
 	refresh := func(kind string) func(obj any) {
 		return func(obj any) {
 			meta, ok := obj.(metav1.Object)
@@ -94,7 +96,7 @@ func (k *Kubelet) refreshVolumesOn(ctx context.Context, factory informers.Shared
 			objs, _ := k.pods.informer.GetIndexer().ByIndex(sourceIndex, sourceKey(kind, meta.GetNamespace(), meta.GetName())) // fails only for an index the informer lacks, and it has this one
 			for _, o := range objs {
 				if pod := o.(*corev1.Pod); k.nodes.Get(pod.Spec.NodeName) != nil {
-					k.refreshVolumes(ctx, pod)
+					k.pods.remount(pod.UID)
 				}
 			}
 		}
@@ -146,8 +148,8 @@ func podSources(obj any) ([]string, error) {
 	return keys, nil
 }
 
-// renewTokens writes again, each sync period, the volumes of the pods whose service-account
-// tokens are due for renewal, as the kubelet's periodic remount does through its token manager,
+// renewTokens has the pods whose service-account tokens are due for renewal write their volumes
+// again at their next sync, checked each sync period, as the kubelet's periodic remount does through its token manager,
 // and drops expired tokens. A partitioned node's pods keep theirs: their kubelet cannot reach
 // the TokenRequest API.
 func (k *Kubelet) renewTokens(ctx context.Context, tokens *token.Manager) {
@@ -167,16 +169,30 @@ func (k *Kubelet) renewTokens(ctx context.Context, tokens *token.Manager) {
 				continue
 			}
 			if n := k.nodes.Get(pod.Spec.NodeName); n != nil && !n.Partitioned() {
-				k.refreshVolumes(ctx, pod)
+				k.pods.remount(uid)
 			}
 		}
 	}
 }
 
+// remount asks the pod's worker to project the pod's volumes again at its next sync, as the
+// kubelet's volume manager does within a pod's sync: a pod's volumes change only between its
+// syncs, never while one runs. A pod the kubelet has not synced yet needs nothing: its first
+// sync projects them.
+func (p *pods) remount(uid types.UID) {
+	p.mu.Lock()
+	st := p.states[uid]
+	p.mu.Unlock()
+	if st != nil {
+		st.remount.Store(true)
+		p.queue.Add(uid)
+	}
+}
+
 // refreshVolumes projects the pod's volumes again; what cannot reach its host binaries is
 // logged, as the kubelet logs a failed remount, and tried again on the next refresh.
-func (k *Kubelet) refreshVolumes(ctx context.Context, pod *corev1.Pod) {
-	if err := k.rt.RefreshVolumes(ctx, pod); err != nil {
+func (p *pods) refreshVolumes(ctx context.Context, pod *corev1.Pod) {
+	if err := p.rt.RefreshVolumes(ctx, pod); err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to refresh the pod's volumes", "pod", klog.KObj(pod))
 	}
 }

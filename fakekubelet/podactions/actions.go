@@ -87,11 +87,15 @@ type HoldBack struct {
 type Actions struct {
 	// CreateSandbox: the pod has no sandbox yet; nothing else is planned until it has one.
 	CreateSandbox bool
-	// StopSandbox: every container has stopped; the sandbox stops and gives its IP back.
+	// StopSandbox: every container has stopped; the sandbox stops and gives its IP back. The
+	// status to publish is then generated from the runtime with the sandbox stopped
+	// (GenerateStatus, terminating): Status is left empty.
 	StopSandbox bool
 
 	Publish Publish
-	// Status is the status to publish (when Publish is not PublishNone).
+	// Status is the status to publish (when Publish is not PublishNone): Input.Status, or what
+	// the shutdown makes of it. Nothing published, the pod worker still applies what the probe
+	// workers found (the status manager's SetContainerReadiness).
 	Status corev1.PodStatus
 
 	// Remove lists instance IDs to remove from the runtime (a RestartAllContainers cleanup).

@@ -41,6 +41,10 @@ type Input struct {
 	Pod *corev1.Pod
 	// Old is the status the kubelet last generated for the pod, or the API's.
 	Old corev1.PodStatus
+	// Status is the API status the pod worker generated from Runtime for this sync, before the
+	// plan (GenerateStatus), as the kubelet's syncPod generates it before SyncPod plans: the plan
+	// publishes it or not. Unused when Runtime is nil.
+	Status corev1.PodStatus
 	// Runtime is the pod's sandbox and container instances; nil when it has no sandbox.
 	Runtime *container.PodStatus
 	// HostIP is the node's IP.
@@ -102,13 +106,10 @@ func (p *planner) compute() {
 	// The kubelet runs a postStart hook inside SyncPod, and kills what SyncPod decided to kill
 	// one after another, waiting for each (killContainer returns once the preStop hook has run
 	// and the container has stopped, or the grace is over). Until then the pod's next sync
-	// waits: nothing is killed, started or restarted, and the status changes only by what the
-	// probe workers find, as the status manager applies it. A deletion does not wait for a
-	// postStart hook; a shutdown does not wait for a sync's kill.
+	// waits: nothing is killed, started or restarted or published; the status changes only by
+	// what the probe workers find, as the status manager applies it. A deletion does not wait
+	// for a postStart hook; a shutdown does not wait for a sync's kill.
 	if !deleted && (p.postStartRunning() || (!restart.IsTerminal(pod.Status.Phase) && p.killing())) {
-		if s, changed := status.ApplyProbeResults(p.statusInput(rt, false)); changed {
-			p.out.Publish, p.out.Status = PublishAsync, s
-		}
 		return
 	}
 	// A RestartAllContainers cleanup in progress goes on without publishing anything: the
@@ -124,19 +125,20 @@ func (p *planner) compute() {
 		return
 	}
 	// A deleted or terminal pod shuts down; so does one whose status just became terminal.
-	if !deleted && !restart.IsTerminal(pod.Status.Phase) && !restart.IsTerminal(p.in.Old.Phase) {
-		if gen := status.Generate(p.statusInput(rt, false)); !restart.IsTerminal(gen.Phase) {
-			p.run(gen)
-			return
-		}
+	if !deleted && !restart.IsTerminal(pod.Status.Phase) && !restart.IsTerminal(p.in.Old.Phase) && !restart.IsTerminal(p.in.Status.Phase) {
+		p.run(p.in.Status)
+		return
 	}
 	p.shutDown()
 }
 
-func (p *planner) statusInput(rt *container.PodStatus, terminating bool) status.Input {
-	in := p.in
-	return status.Input{Pod: in.Pod, Old: in.Old, Runtime: rt, HostIP: in.HostIP, Rules: in.Rules, Release: in.Release,
-		Probes: in.Probes, Reasons: in.Reasons, Terminating: terminating, Now: in.Now}
+// GenerateStatus generates the pod's API status from rt and the rest of in (package status):
+// what the pod worker does before each plan, with rt the plan's Runtime, and, with terminating,
+// once a stopping pod's sandbox has stopped (Actions.StopSandbox), as the kubelet's
+// syncTerminatingPod generates the final status after its kill.
+func GenerateStatus(in Input, rt *container.PodStatus, terminating bool) corev1.PodStatus {
+	return status.Generate(status.Input{Pod: in.Pod, Old: in.Old, Runtime: rt, HostIP: in.HostIP, Rules: in.Rules, Release: in.Release,
+		Probes: in.Probes, Reasons: in.Reasons, Terminating: terminating, Now: in.Now})
 }
 
 // restartingAll reports whether the status has AllContainersRestarting=True.
@@ -457,7 +459,7 @@ func (p *planner) heldBack(c *corev1.Container, exited *container.Status) (key s
 func (p *planner) shutDown() {
 	pod, rt := p.in.Pod, p.in.Runtime
 	if running(rt) {
-		gen := status.Generate(p.statusInput(rt, false))
+		gen := p.in.Status
 		if restart.IsTerminal(gen.Phase) && !restart.IsTerminal(pod.Status.Phase) {
 			// The status manager holds a terminal phase back while the pod could have running
 			// containers (mergePodStatus in pkg/kubelet/status/status_manager.go): the API keeps
@@ -468,10 +470,7 @@ func (p *planner) shutDown() {
 		p.stopAll()
 		return
 	}
-	p.out.StopSandbox = true
-	stopped := *rt
-	stopped.SandboxReady = false
-	p.out.Status = status.Generate(p.statusInput(&stopped, true))
+	p.out.StopSandbox = true // and the status published is the one generated once it has stopped
 	if pod.DeletionTimestamp == nil {
 		p.out.Publish = PublishAsync
 		return

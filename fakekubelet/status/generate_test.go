@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,17 +65,49 @@ type step struct {
 	want string
 }
 
-// run generates each step's status from the previous one, as the kubelet does.
-func run(t *testing.T, pod *corev1.Pod, steps []step) {
+// differs says that from a release on, old reads new wherever it occurs in the wants of the
+// steps named.
+type differs struct {
+	from     uint
+	steps    []string
+	old, new string
+}
+
+// carriesLastState is how 1.36 differs after a RestartAllContainers (release.Kubelet.
+// CarriesLastStateAcrossRestartAll): a container that restarted with the group shows the
+// cleanup's termination as its last state, where 1.35 shows none.
+func carriesLastState(restarts int, steps ...string) differs {
+	return differs{from: 36, steps: steps, old: fmt.Sprintf("last=- rc=%d ", restarts),
+		new: fmt.Sprintf("last=Terminated(137,RestartingAllContainers) rc=%d ", restarts)}
+}
+
+// run generates each step's status from the previous one, as the kubelet does, on every
+// supported release.
+func run(t *testing.T, pod *corev1.Pod, steps []step, on ...differs) {
 	t.Helper()
-	old := corev1.PodStatus{}
-	for _, s := range steps {
-		got := Generate(Input{Pod: pod, Old: old, Runtime: s.rt, Rules: restart.Rules{RestartAll: true}, Now: t0, HostIP: "172.16.0.1"})
-		if diff := cmp.Diff(strings.TrimSpace(s.want), strings.TrimSpace(summary(got))); diff != "" {
-			t.Fatalf("step %s (-want +got):\n%s", s.name, diff)
-		}
-		old = got
-		pod.Status = got // the API follows the kubelet
+	for minor := uint(release.OldestMinor); minor <= release.NewestMinor; minor++ {
+		rel := release.Minor(minor)
+		t.Run(rel.String(), func(t *testing.T) {
+			pod := pod.DeepCopy()
+			old := corev1.PodStatus{}
+			for _, s := range steps {
+				got := Generate(Input{Pod: pod, Old: old, Runtime: s.rt, Rules: restart.Rules{RestartAll: true}, Release: rel, Now: t0, HostIP: "172.16.0.1"})
+				want := s.want
+				for _, d := range on {
+					if minor >= d.from && slices.Contains(d.steps, s.name) {
+						if !strings.Contains(want, d.old) {
+							t.Fatalf("step %s has no %q to differ on 1.%d", s.name, d.old, minor)
+						}
+						want = strings.ReplaceAll(want, d.old, d.new)
+					}
+				}
+				if diff := cmp.Diff(strings.TrimSpace(want), strings.TrimSpace(summary(got))); diff != "" {
+					t.Fatalf("step %s (-want +got):\n%s", s.name, diff)
+				}
+				old = got
+				pod.Status = got // the API follows the kubelet
+			}
+		})
 	}
 }
 
@@ -259,7 +292,8 @@ init Terminated(1,Error) last=- rc=2 ready=false started=false id=i3
 sidecar Waiting(PodInitializing) last=Terminated(137,RestartingAllContainers) rc=2 ready=false started=false id=
 regular Waiting(PodInitializing) last=Terminated(137,RestartingAllContainers) rc=2 ready=false started=false id=
 source-container Waiting(PodInitializing) last=Terminated(137,RestartingAllContainers) rc=2 ready=false started=false id=`},
-	})
+	}, carriesLastState(1, "S6 init again", "S7 sidecar again", "S8 all running", "S9 regular exits 1", "S10 source exits 42"),
+		carriesLastState(2, "S12 init again", "S13 init fails"))
 }
 
 type backoffReasons map[string]Waiting
@@ -388,7 +422,7 @@ sidecar Running last=- rc=1 ready=true started=true id=s2
 init Terminated(0,Completed) last=- rc=1 ready=true started=false id=i2
 source-init Terminated(0,Completed) last=- rc=1 ready=true started=false id=x2
 regular Running last=- rc=0 ready=true started=true id=r1`},
-	})
+	}, carriesLastState(1, "N6 all running again"))
 }
 
 // TestSequenceC replays sequence C and the lagging restart count: a source that had restarted on its
