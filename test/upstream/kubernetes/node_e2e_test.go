@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/envtest/controlplane"
 )
 
@@ -37,26 +40,48 @@ var (
 // containers' sleeps, so more processes than cores keep the run short.
 const parallelism = 8
 
-// suite says which of a release's files hold the specs and what they need beside them.
+// specFiles are test/e2e_node's test files whose specs run, on every release.
+var specFiles = []string{"container_lifecycle_test.go", "restart_all_containers_test.go", "container_restart_test.go"}
+
+// helperFiles are test/e2e_node's test files whose functions the specs call; their own specs are
+// not run.
+var helperFiles = []string{"critical_pod_test.go", "deleted_pods_test.go", "device_manager_test.go", "device_plugin_test.go", "mirror_pod_test.go"}
+
+// suite says what a release's run needs beyond specFiles and helperFiles.
 type suite struct {
-	// specs are test/e2e_node's test files whose specs run.
-	specs []string
-	// helpers are test/e2e_node's test files whose functions the specs call; their own specs
-	// are not run.
-	helpers []string
-	// focus are the ginkgo --focus-file patterns: specs and the restart-rule file.
-	focus []string
+	// restartRules is the --focus-file pattern of the file that holds the restart-rule and
+	// RestartAllContainers specs.
+	restartRules string
+	// imports are the packages the suite file imports for their side effects in this release,
+	// beside those of testdata/restartbed_suite_test.go (gomega's formatting moved in 1.37).
+	imports []string
+	// outOfScope matches the specs of the focus files that are not about container lifecycle,
+	// restart rules or RestartAllContainers: they are neither run nor listed.
+	outOfScope string
 }
 
-// suites are the files of each release's node e2e run. The restart-rule specs moved from
-// test/e2e/node/pods.go to test/e2e/common/node/container_restart_policy.go in 1.36.
+// focus are the ginkgo --focus-file patterns: the spec files and the restart-rule file.
+func (s suite) focus() []string {
+	var out []string
+	for _, f := range specFiles {
+		out = append(out, "/"+regexp.QuoteMeta(f)+"$")
+	}
+	return append(out, s.restartRules)
+}
+
+// suites are what each release's node e2e run needs. The restart-rule specs moved from
+// test/e2e/node/pods.go, which the node suite does not link, to
+// test/e2e/common/node/container_restart_policy.go in 1.36.
 var suites = map[string]suite{
-	"1.37": {
-		specs:   []string{"container_lifecycle_test.go", "restart_all_containers_test.go", "container_restart_test.go"},
-		helpers: []string{"critical_pod_test.go", "deleted_pods_test.go", "device_manager_test.go", "device_plugin_test.go", "mirror_pod_test.go"},
-		focus: []string{`/container_lifecycle_test\.go$`, `/restart_all_containers_test\.go$`, `/container_restart_test\.go$`,
-			`/common/node/container_restart_policy\.go$`},
+	"1.35": {
+		restartRules: `/e2e/node/pods\.go$`,
+		imports:      []string{"k8s.io/kubernetes/test/utils/format", "k8s.io/kubernetes/test/e2e/node"},
+		// test/e2e/node/pods.go holds the restart-rule specs ("Pod Extended (...)") beside
+		// general pod specs ("Pods Extended ...").
+		outOfScope: `Pods Extended`,
 	},
+	"1.36": {restartRules: `/common/node/container_restart_policy\.go$`, imports: []string{"k8s.io/kubernetes/test/utils/format"}},
+	"1.37": {restartRules: `/common/node/container_restart_policy\.go$`, imports: []string{"k8s.io/kubernetes/test/utils/ktesting/format"}},
 }
 
 // notApplicable are the specs an emulated node cannot run, by a pattern of their file or their
@@ -87,27 +112,59 @@ type result struct {
 	duration time.Duration
 }
 
+// TestNodeE2E runs the specs of every supported release against restartbed running that
+// release, the releases at once (go test -run 'TestNodeE2E/release/1.36' runs one).
 func TestNodeE2E(t *testing.T) {
-	release := controlplane.DefaultRelease()
-	s, ok := suites[release.Minor()]
-	if !ok {
-		t.Fatalf("no node e2e files listed for Kubernetes %s: add them to suites", release.Minor())
-	}
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
+	restartbed := filepath.Join(t.TempDir(), "restartbed")
+	goCmd(t, root, nil, "build", "-o", restartbed, "./cmd/restartbed")
+	var (
+		mu  sync.Mutex
+		ran = map[string]releaseRun{}
+	)
+	t.Run("release", func(t *testing.T) {
+		for _, release := range controlplane.Releases() {
+			t.Run(release.Minor(), func(t *testing.T) {
+				t.Parallel()
+				results := runRelease(t, root, restartbed, release)
+				mu.Lock()
+				defer mu.Unlock()
+				ran[release.Minor()] = releaseRun{release: release, results: results}
+			})
+		}
+	})
+	if *updateDocs {
+		if *focus != "" || len(ran) != len(controlplane.Releases()) {
+			t.Fatal("-update-docs needs every spec of every release: it cannot go with -focus or a -run that leaves a release out")
+		}
+		writeDocs(t, filepath.Join(root, "docs", "upstream-tests.md"), ran)
+	}
+}
+
+// releaseRun is one release's outcome.
+type releaseRun struct {
+	release controlplane.Release
+	results []result
+}
+
+// runRelease builds the release's specs, runs them against `restartbed up` of that release and
+// fails t for every applicable spec that fails; it returns every spec's outcome.
+func runRelease(t *testing.T, root, restartbed string, release controlplane.Release) []result {
+	s, ok := suites[release.Minor()]
+	if !ok {
+		t.Fatalf("no node e2e files listed for Kubernetes %s: add them to suites", release.Minor())
+	}
 	work := t.TempDir()
 	bin, ginkgo := buildSuite(t, root, release, s, work)
-	restartbed := filepath.Join(work, "restartbed")
-	goCmd(t, root, nil, "build", "-o", restartbed, "./cmd/restartbed")
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	host := up(ctx, t, restartbed, release, work)
 	token := adminToken(ctx, t, filepath.Join(work, "kubeconfig"))
 
-	results := run(t, s, ginkgo, bin, host, token, work)
+	results := run(t, s, ginkgo, bin, host, token, featureGates(release), work)
 	if *focus != "" {
 		for _, r := range results {
 			if r.outcome == "n/a" {
@@ -115,15 +172,21 @@ func TestNodeE2E(t *testing.T) {
 			}
 			t.Logf("%s: %s (%s)\n%s", r.outcome, r.text, r.duration.Round(time.Second), r.failure)
 		}
-		if *updateDocs {
-			t.Error("-update-docs needs every spec: it cannot go with -focus")
-		}
-		return
+		return results
 	}
-	table := report(t, results)
-	if *updateDocs {
-		writeDocs(t, filepath.Join(root, "docs", "upstream-tests.md"), release, results, table)
+	report(t, results)
+	return results
+}
+
+// featureGates are the gates restartbed turns on in the cluster beyond the release's defaults,
+// as --feature-gates says them to the specs, which skip a spec whose gate they think is off.
+func featureGates(release controlplane.Release) string {
+	var parts []string
+	for name, on := range envtest.RequiredFeatureGates(release) {
+		parts = append(parts, fmt.Sprintf("%s=%t", name, on))
 	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }
 
 // goCmd runs the go command in dir and returns its output, failing the test with it on error.
@@ -161,7 +224,7 @@ func buildSuite(t *testing.T, root string, release controlplane.Release, s suite
 	var files []string
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasSuffix(name, ".go") && (!strings.HasSuffix(name, "_test.go") || slices.Contains(s.specs, name) || slices.Contains(s.helpers, name)) {
+		if strings.HasSuffix(name, ".go") && (!strings.HasSuffix(name, "_test.go") || slices.Contains(specFiles, name) || slices.Contains(helperFiles, name)) {
 			files = append(files, filepath.Join(src, name))
 		}
 	}
@@ -169,6 +232,11 @@ func buildSuite(t *testing.T, root string, release controlplane.Release, s suite
 	for _, f := range files {
 		copyFile(t, f, filepath.Join(dir, filepath.Base(f)))
 	}
+	imports := "//go:build linux\n\npackage e2enode\n\n// The release's imports for their side effects (suite.imports).\nimport (\n"
+	for _, imp := range s.imports {
+		imports += fmt.Sprintf("\t_ %q\n", imp)
+	}
+	writeFile(t, filepath.Join(dir, "restartbed_imports_test.go"), []byte(imports+")\n"))
 	releaseDir := filepath.Join(root, "envtest", "controlplane", "releases", "v"+release.Minor())
 	gomod, err := os.ReadFile(filepath.Join(releaseDir, "kubernetes.mod"))
 	if err != nil {
@@ -291,11 +359,11 @@ func adminToken(ctx context.Context, t *testing.T, kubeconfig string) string {
 }
 
 // run runs the specs with ginkgo and returns the outcome of every spec of the chosen files.
-func run(t *testing.T, s suite, ginkgo, bin, host, token, work string) []result {
+func run(t *testing.T, s suite, ginkgo, bin, host, token, gates, work string) []result {
 	t.Helper()
 	reportFile := filepath.Join(work, "report.json")
 	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", parallelism), "--no-color", "--timeout=70m", "--json-report=" + reportFile}
-	for _, f := range s.focus {
+	for _, f := range s.focus() {
 		args = append(args, "--focus-file="+f)
 	}
 	if *focus != "" {
@@ -308,7 +376,13 @@ func run(t *testing.T, s suite, ginkgo, bin, host, token, work string) []result 
 			args = append(args, "--skip="+na.text)
 		}
 	}
+	if s.outOfScope != "" {
+		args = append(args, "--skip="+s.outOfScope)
+	}
 	args = append(args, bin, "--", "--host="+host, "--bearer-token="+token)
+	if gates != "" {
+		args = append(args, "--feature-gates="+gates)
+	}
 	cmd := exec.Command(ginkgo, args...)
 	cmd.Dir = work
 	start := time.Now()
@@ -335,11 +409,14 @@ func run(t *testing.T, s suite, ginkgo, bin, host, token, work string) []result 
 	var results []result
 	for _, r := range reports {
 		for _, sr := range r.SpecReports {
-			if sr.LeafNodeType != "It" || !slices.ContainsFunc(s.focus, func(f string) bool { return regexp.MustCompile(f).MatchString(sr.LeafNodeLocation.FileName) }) {
+			if sr.LeafNodeType != "It" || !slices.ContainsFunc(s.focus(), func(f string) bool { return regexp.MustCompile(f).MatchString(sr.LeafNodeLocation.FileName) }) {
 				continue
 			}
 			res := result{file: filepath.Base(sr.LeafNodeLocation.FileName), text: strings.Join(append(slices.Clone(sr.ContainerHierarchyTexts), sr.LeafNodeText), " "),
 				duration: sr.RunTime}
+			if s.outOfScope != "" && regexp.MustCompile(s.outOfScope).MatchString(res.text) {
+				continue
+			}
 			message := ""
 			if sr.Failure != nil {
 				message = sr.Failure.Message
@@ -392,40 +469,41 @@ func tail(s string, n int) string {
 	return s
 }
 
-// report logs the results and fails the test for every applicable spec that failed; it returns
-// the results as a markdown table.
-func report(t *testing.T, results []result) string {
+// report logs the results and fails the test for every applicable spec that failed.
+func report(t *testing.T, results []result) {
 	t.Helper()
-	var table strings.Builder
-	counts := map[string]int{}
-	fmt.Fprintf(&table, "| file | spec | result | why |\n|---|---|---|---|\n")
+	c := count(results)
 	for _, r := range results {
-		counts[r.outcome]++
-		fmt.Fprintf(&table, "| %s | %s | %s | %s |\n", r.file, escape(r.text), r.outcome, escape(r.note))
-		if r.outcome != "fail" {
-			continue
+		if r.outcome == "fail" {
+			t.Errorf("FAIL %s (%s): %s", r.text, r.duration.Round(time.Second), r.note)
 		}
-		t.Errorf("FAIL %s (%s): %s", r.text, r.duration.Round(time.Second), r.note)
 	}
-	applicable := counts["pass"] + counts["fail"]
-	fmt.Fprintf(&table, "| **total** | %d specs | **%d of %d applicable pass** | %d not applicable |\n", len(results), counts["pass"], applicable, counts["n/a"])
-	t.Logf("upstream node e2e specs: %d pass, %d fail, %d not applicable", counts["pass"], counts["fail"], counts["n/a"])
-	if applicable == 0 {
+	t.Logf("upstream node e2e specs: %d pass, %d fail, %d not applicable", c["pass"], c["fail"], c["n/a"])
+	if c["pass"]+c["fail"] == 0 {
 		t.Error("no applicable spec ran")
 	}
-	return table.String()
+}
+
+// count counts the results by outcome.
+func count(results []result) map[string]int {
+	c := map[string]int{}
+	for _, r := range results {
+		c[r.outcome]++
+	}
+	return c
 }
 
 func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // Markers around the generated table in docs/upstream-tests.md.
 const (
-	tableBegin = "<!-- node e2e table: generated by `go test ./... -args -update-docs` in test/upstream/kubernetes -->"
+	tableBegin = "<!-- node e2e table: generated by `go test -parallel 3 ./... -args -update-docs` in test/upstream/kubernetes -->"
 	tableEnd   = "<!-- end of node e2e table -->"
 )
 
-// writeDocs replaces the table between the markers.
-func writeDocs(t *testing.T, path string, release controlplane.Release, results []result, table string) {
+// writeDocs replaces what is between the markers: a summary of the releases, then each
+// release's table of specs.
+func writeDocs(t *testing.T, path string, ran map[string]releaseRun) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -436,9 +514,26 @@ func writeDocs(t *testing.T, path string, release controlplane.Release, results 
 	if begin < 0 || end < begin {
 		t.Fatalf("%s has no node e2e table markers", path)
 	}
-	section := fmt.Sprintf("%s\n\nMeasured %s on Kubernetes %s (%d specs).\n\n%s%s", tableBegin,
-		time.Now().UTC().Format("2006-01-02"), release.Kubernetes, len(results), table, tableEnd)
-	doc = doc[:begin] + section + doc[end+len(tableEnd):]
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\nMeasured %s.\n\n| release | specs | applicable | pass | not applicable |\n|---|---|---|---|---|\n", tableBegin,
+		time.Now().UTC().Format("2006-01-02"))
+	minors := slices.Sorted(maps.Keys(ran))
+	for _, minor := range minors {
+		r := ran[minor]
+		c := count(r.results)
+		fmt.Fprintf(&b, "| %s | %d | %d | **%d** | %d |\n", r.release.Kubernetes, len(r.results), c["pass"]+c["fail"], c["pass"], c["n/a"])
+	}
+	for _, minor := range minors {
+		r := ran[minor]
+		c := count(r.results)
+		fmt.Fprintf(&b, "\n<details><summary>Kubernetes %s: %d of %d applicable specs pass</summary>\n\n", r.release.Kubernetes, c["pass"], c["pass"]+c["fail"])
+		fmt.Fprintf(&b, "| file | spec | result | why |\n|---|---|---|---|\n")
+		for _, res := range r.results {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", res.file, escape(res.text), res.outcome, escape(res.note))
+		}
+		fmt.Fprintf(&b, "\n</details>\n")
+	}
+	doc = doc[:begin] + b.String() + "\n" + doc[end:]
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}

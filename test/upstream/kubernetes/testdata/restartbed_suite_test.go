@@ -38,7 +38,6 @@ import (
 	_ "k8s.io/kubernetes/test/e2e/framework/debug/init"
 	_ "k8s.io/kubernetes/test/e2e/framework/metrics/init"
 	_ "k8s.io/kubernetes/test/e2e/framework/node/init"
-	_ "k8s.io/kubernetes/test/utils/ktesting/format"
 )
 
 // e2eCriProxy stays nil: restartbed has no CRI to put a proxy in front of, so the specs that
