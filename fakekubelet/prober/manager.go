@@ -14,6 +14,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
+	"github.com/restartbed/restartbed/fakekubelet/status"
 )
 
 // Target is what probes reach: the pods' network and containers (the runtime).
@@ -27,10 +28,10 @@ type Target interface {
 	Exec(ctx context.Context, pod types.UID, container string, argv []string) (int, string, error)
 }
 
-// ContainerStatus returns the phase of the pod and the status of its (regular or init)
-// container as the kubelet last generated them (its status manager's), false when the kubelet
-// holds no status for the pod or the status none for the container.
-type ContainerStatus func(pod types.UID, container string) (corev1.PodPhase, corev1.ContainerStatus, bool)
+// ContainerStatus returns the phase of the pod and what the status of its (regular or init)
+// container says, as the kubelet last generated them (its status manager's), false when the
+// kubelet holds no status for the pod or the status none for the container.
+type ContainerStatus func(pod types.UID, container string) (corev1.PodPhase, status.ContainerView, bool)
 
 // Options configure a Manager.
 type Options struct {

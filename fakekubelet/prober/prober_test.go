@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/release"
+	"github.com/restartbed/restartbed/fakekubelet/status"
 	"github.com/restartbed/restartbed/internal/clocktest"
 )
 
@@ -27,7 +28,7 @@ type fake struct {
 	mu sync.Mutex
 	// phase and statuses are the kubelet's last status of the pod.
 	phase    corev1.PodPhase
-	statuses map[string]corev1.ContainerStatus
+	statuses map[string]status.ContainerView
 	// exits are what the next exec probes of each container exit with, in order (0 passes);
 	// block, when set, holds every exec of the container until it is closed.
 	exits map[string][]int
@@ -38,7 +39,7 @@ type fake struct {
 	events  []string
 }
 
-func (f *fake) Status(_ types.UID, name string) (corev1.PodPhase, corev1.ContainerStatus, bool) {
+func (f *fake) Status(_ types.UID, name string) (corev1.PodPhase, status.ContainerView, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cs, ok := f.statuses[name]
@@ -73,15 +74,13 @@ func (f *fake) Exec(ctx context.Context, _ types.UID, name string, _ []string) (
 func (f *fake) running(name, id string, started bool, since time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.statuses[name] = corev1.ContainerStatus{Name: name, ContainerID: "containerd://" + id, Started: ptr.To(started),
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(since)}}}
+	f.statuses[name] = status.ContainerView{ID: "containerd://" + id, Started: started, Running: true, StartedAt: since}
 }
 
 func (f *fake) exited(name, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.statuses[name] = corev1.ContainerStatus{Name: name, ContainerID: "containerd://" + id,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+	f.statuses[name] = status.ContainerView{ID: "containerd://" + id}
 }
 
 func (f *fake) willExit(name string, codes ...int) {
@@ -99,7 +98,7 @@ func (f *fake) takeUpdates() []string {
 }
 
 func newFake(t *testing.T, minor uint) (*fake, *Manager, *clocktesting.FakeClock) {
-	f := &fake{phase: corev1.PodRunning, statuses: map[string]corev1.ContainerStatus{}, exits: map[string][]int{}, block: map[string]chan struct{}{}}
+	f := &fake{phase: corev1.PodRunning, statuses: map[string]status.ContainerView{}, exits: map[string][]int{}, block: map[string]chan struct{}{}}
 	clk := clocktesting.NewFakeClock(t0)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := New(ctx, Options{Clock: clk, Target: f, Status: f.Status, Release: release.Minor(minor),

@@ -84,10 +84,10 @@ func (w *worker) probeOnce() bool {
 	if restart.IsTerminal(phase) {
 		return false // the pod is done: nothing of it runs again
 	}
-	if !ok || cs.ContainerID == "" {
+	if !ok || cs.ID == "" {
 		return true // not created yet
 	}
-	if id := container.InstanceID(cs.ContainerID); id != w.id {
+	if id := container.InstanceID(cs.ID); id != w.id {
 		// A new instance: the old one's result goes, the new one's starts at the initial
 		// value, and the counts start over.
 		if w.id != "" {
@@ -99,7 +99,7 @@ func (w *worker) probeOnce() bool {
 	if w.onHold {
 		return true
 	}
-	if cs.State.Running == nil {
+	if !cs.Running {
 		// Not running (exited, or a restart pending): not ready, not live. Upstream's worker
 		// ends here when the container will not run again; this one waits for the pod to end,
 		// which no status can tell apart.
@@ -111,11 +111,11 @@ func (w *worker) probeOnce() bool {
 		m.set(w, w.id, Success)
 		return false
 	}
-	if m.opts.Clock.Since(cs.State.Running.StartedAt.Time) < time.Duration(w.spec.InitialDelaySeconds)*time.Second {
+	if m.opts.Clock.Since(cs.StartedAt) < time.Duration(w.spec.InitialDelaySeconds)*time.Second {
 		return true
 	}
 	// The startup probe runs until the container has started, the others only after.
-	if started := cs.Started != nil && *cs.Started; started == (w.key.kind == Startup) {
+	if cs.Started == (w.key.kind == Startup) {
 		return true
 	}
 	ok, output, err := w.probe()

@@ -180,23 +180,38 @@ func (m *Manager) Latest(uid types.UID) (corev1.PodStatus, bool) {
 	return *ps.desired.DeepCopy(), true
 }
 
-// Container returns the pod's phase and the named (regular or init) container's status in the
-// last status set for the pod, false when there is none for either: what the probe workers
-// read, without copying the whole status.
-func (m *Manager) Container(uid types.UID, name string) (corev1.PodPhase, corev1.ContainerStatus, bool) {
+// ContainerView is what the kubelet's last status says of one container: what a probe worker
+// reads, copied without the rest of the container's status.
+type ContainerView struct {
+	// ID is the instance's container ID ("containerd://..."), "" before one was created.
+	ID string
+	// Running: the instance runs, since StartedAt.
+	Running   bool
+	StartedAt time.Time
+	// Started is the status's started flag.
+	Started bool
+}
+
+// Container returns the pod's phase and the named (regular or init) container's view in the last
+// status set for the pod, false when there is none for either.
+func (m *Manager) Container(uid types.UID, name string) (corev1.PodPhase, ContainerView, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ps := m.pods[uid]
 	if ps == nil {
-		return "", corev1.ContainerStatus{}, false
+		return "", ContainerView{}, false
 	}
 	s := &ps.desired
 	for _, statuses := range [][]corev1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses} {
 		if cs := restart.StatusOf(statuses, name); cs != nil {
-			return s.Phase, *cs.DeepCopy(), true
+			v := ContainerView{ID: cs.ContainerID, Running: cs.State.Running != nil, Started: cs.Started != nil && *cs.Started}
+			if v.Running {
+				v.StartedAt = cs.State.Running.StartedAt.Time
+			}
+			return s.Phase, v, true
 		}
 	}
-	return s.Phase, corev1.ContainerStatus{}, false
+	return s.Phase, ContainerView{}, false
 }
 
 // Reconnect is for a kubelet that can reach the apiserver again: apiPod is the pod as the API
