@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -30,8 +29,7 @@ func (p *pods) probeUpdated(uid types.UID, kind prober.Kind, r prober.Result) {
 // SetContainerStartup): the started and ready flags of the last status, and the conditions that
 // follow from them, change and are published.
 func (p *pods) publishProbeResults(pod *corev1.Pod, hostIP string) {
-	flagged := func(c corev1.Container) bool { return c.StartupProbe != nil || c.ReadinessProbe != nil }
-	if !slices.ContainsFunc(pod.Spec.InitContainers, flagged) && !slices.ContainsFunc(pod.Spec.Containers, flagged) {
+	if !statusProbed(pod.Spec.InitContainers) && !statusProbed(pod.Spec.Containers) {
 		return // the common case: nothing to publish, and no status to copy
 	}
 	old, ok := p.status.Latest(pod.UID)
@@ -44,6 +42,17 @@ func (p *pods) publishProbeResults(pod *corev1.Pod, hostIP string) {
 		p.status.Set(pod, s)
 		p.prober.StatusSet(pod.UID, &s)
 	}
+}
+
+// statusProbed reports whether a container has a probe whose result shows in the status:
+// startup or readiness.
+func statusProbed(cs []corev1.Container) bool {
+	for i := range cs {
+		if cs[i].StartupProbe != nil || cs[i].ReadinessProbe != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // runHandler runs a lifecycle hook and says how it failed, as the kubelet's handler runner
