@@ -172,6 +172,13 @@ func (p *pods) forgetState(uid types.UID) {
 	delete(p.states, uid)
 }
 
+// kubeletRestarted records that the node's kubelet restarted now.
+func (p *pods) kubeletRestarted(node string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.restarted[node] = p.clock.Now()
+}
+
 // kubeletStart is when the node's kubelet last started.
 func (p *pods) kubeletStart(node string) time.Time {
 	p.mu.Lock()
@@ -322,6 +329,13 @@ func plan(in *podactions.Input) podactions.Actions {
 	return podactions.Compute(*in)
 }
 
+// setStatus hands the status manager the pod's new status, and the probe workers too: a
+// readiness worker whose container now shows started probes at once.
+func (p *pods) setStatus(pod *corev1.Pod, s corev1.PodStatus) {
+	p.status.Set(pod, s)
+	p.prober.StatusSet(pod.UID, &s)
+}
+
 // liveStatus is the runtime's snapshot of the pod now, nil when it has neither sandbox nor
 // instance.
 func (p *pods) liveStatus(uid types.UID) *container.PodStatus {
@@ -461,8 +475,7 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *pod
 	case podactions.PublishNone:
 		p.publishProbeResults(pod, in.HostIP)
 	case podactions.PublishAsync:
-		p.status.Set(pod, a.Status)
-		p.prober.StatusSet(pod.UID, &a.Status)
+		p.setStatus(pod, a.Status)
 	case podactions.PublishAndWait:
 		err := p.status.SetAndWait(ctx, pod, a.Status)
 		gone := a.FinishDeletion && errors.Is(err, status.ErrPodGone) // left the API meanwhile: nothing more to publish

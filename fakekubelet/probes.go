@@ -39,8 +39,7 @@ func (p *pods) publishProbeResults(pod *corev1.Pod, hostIP string) {
 	s, changed := status.ApplyProbeResults(status.Input{Pod: pod, Old: old, HostIP: hostIP, Rules: p.rules, Release: p.release,
 		Probes: p.prober.Results(pod.UID), Now: p.clock.Now()})
 	if changed {
-		p.status.Set(pod, s)
-		p.prober.StatusSet(pod.UID, &s)
+		p.setStatus(pod, s)
 	}
 }
 

@@ -66,11 +66,10 @@ type Manager struct {
 	mu      sync.Mutex
 	workers map[key]*worker
 	results map[types.UID]map[string][3]Result
-	// terminating cancels the exec probes of a pod that terminates, before 1.37
-	// (release.Kubelet.ExecProbesWhileTerminating).
-	terminating map[types.UID]context.CancelFunc
-	execCtx     map[types.UID]context.Context
-	rand        *rand.Rand
+	// execs holds, by pod, the context its exec probes run in before 1.37: the pod's
+	// termination ends it (release.Kubelet.ExecProbesWhileTerminating).
+	execs map[types.UID]execScope
+	rand  *rand.Rand
 }
 
 type key struct {
@@ -85,7 +84,7 @@ func New(ctx context.Context, opts Options) *Manager {
 		opts.Rand = rand.NewPCG(rand.Uint64(), rand.Uint64())
 	}
 	return &Manager{opts: opts, ctx: ctx, workers: map[key]*worker{}, results: map[types.UID]map[string][3]Result{},
-		terminating: map[types.UID]context.CancelFunc{}, execCtx: map[types.UID]context.Context{}, rand: rand.New(opts.Rand)}
+		execs: map[types.UID]execScope{}, rand: rand.New(opts.Rand)}
 }
 
 // Wait waits for every worker to end, once the context of New has ended.
@@ -156,13 +155,7 @@ func (m *Manager) Terminating(uid types.UID) {
 			w.end()
 		}
 	}
-	if cancel := m.terminating[uid]; cancel != nil {
-		cancel()
-	} else {
-		ctx, cancel := context.WithCancel(m.ctx)
-		cancel()
-		m.execCtx[uid], m.terminating[uid] = ctx, cancel
-	}
+	m.execScope(uid).cancel()
 }
 
 // RemovePod stops the pod's workers and forgets its results: the pod is gone, or the kubelet
@@ -177,11 +170,10 @@ func (m *Manager) RemovePod(uid types.UID) {
 		}
 	}
 	delete(m.results, uid)
-	if cancel := m.terminating[uid]; cancel != nil {
-		cancel()
+	if e, ok := m.execs[uid]; ok {
+		e.cancel()
+		delete(m.execs, uid)
 	}
-	delete(m.terminating, uid)
-	delete(m.execCtx, uid)
 }
 
 // Results returns the pod's results now.
@@ -283,6 +275,22 @@ func (m *Manager) removeWorker(w *worker, id string) {
 	}
 }
 
+// execScope is a pod's exec probes' context and what ends it.
+type execScope struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// execScope returns the pod's exec scope, made on first use; m.mu is held.
+func (m *Manager) execScope(uid types.UID) execScope {
+	e, ok := m.execs[uid]
+	if !ok {
+		e.ctx, e.cancel = context.WithCancel(m.ctx)
+		m.execs[uid] = e
+	}
+	return e
+}
+
 // execContext is the context exec probes of the pod run in: before 1.37 it ends when the pod
 // terminates.
 func (m *Manager) execContext(uid types.UID) context.Context {
@@ -291,10 +299,5 @@ func (m *Manager) execContext(uid types.UID) context.Context {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if ctx := m.execCtx[uid]; ctx != nil {
-		return ctx
-	}
-	ctx, cancel := context.WithCancel(m.ctx)
-	m.execCtx[uid], m.terminating[uid] = ctx, cancel
-	return ctx
+	return m.execScope(uid).ctx
 }
