@@ -59,8 +59,10 @@ type podState struct {
 	// restarts: the starts decided with a sync's kills (Kill.Restart, Actions.Deferred), by
 	// container name, until their containers start.
 	restarts map[string]podactions.Restart
-	// shutdownSince is when the kubelet began shutting the pod down (deletion or terminal).
-	shutdownSince time.Time
+	// phase is where the pod is in its worker (podactions.Phase); terminatingAt is when it
+	// entered TerminatingPod. The plans move it (advance).
+	phase         podactions.Phase
+	terminatingAt time.Time
 	// lastSync is when the pod's last SyncPod ended: its next one waits for a relist that
 	// began after it (the pod worker's lastSyncTime).
 	lastSync time.Time
@@ -276,7 +278,8 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	st := p.state(uid)
-	if !st.probing {
+	if !st.probing && podactions.Update(st.phase, pod, &pod.Status) == podactions.SyncPod {
+		// SyncPod adds the pod's probe workers; a pod that terminates has none.
 		st.probing = true
 		p.prober.AddPod(pod, p.kubeletStart(n.Name()))
 	}
@@ -292,12 +295,12 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 			return nil
 		}
 	}
-	if st.remount.Swap(false) {
-		p.refreshVolumes(ctx, pod)
+	if st.remount.Swap(false) && st.phase != podactions.TerminatedPod {
+		p.refreshVolumes(ctx, pod) // a terminated pod's volumes are unmounted: nothing to refresh
 	}
 	in := p.input(pod, st, n, rt)
 	defer func() { p.endSync(st, in.Runtime) }()
-	actions := plan(&in)
+	actions := podactions.Plan(&in)
 	if actions.CreateSandbox {
 		ip, err := p.allocateIP(pod)
 		if err != nil {
@@ -310,23 +313,14 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 			p.events.pod(pod, corev1.EventTypeWarning, eventFailedMount, "%s", err)
 			p.queue.AddAfter(pod.UID, syncErrorBackOff)
 			in.Runtime = &container.PodStatus{UID: pod.UID} // no sandbox, nothing created
-			waiting := plan(&in)
-			return p.apply(ctx, pod, st, &in, &podactions.Actions{Publish: waiting.Publish, Status: waiting.Status})
+			waiting := podactions.Plan(&in)
+			return p.apply(ctx, pod, st, &in, &podactions.Actions{Publish: waiting.Publish, Status: waiting.Status, Phase: waiting.Phase})
 		}
 		// SyncPod reads the sandbox it just made from the runtime, not from the PLEG.
 		in = p.input(pod, st, n, p.liveStatus(uid))
-		actions = plan(&in)
+		actions = podactions.Plan(&in)
 	}
 	return p.apply(ctx, pod, st, &in, &actions)
-}
-
-// plan generates the pod's API status from the runtime's view first, as the kubelet's syncPod
-// does, and then plans the sync on it (computePodActions in SyncPod).
-func plan(in *podactions.Input) podactions.Actions {
-	if in.Runtime != nil {
-		in.Status = podactions.GenerateStatus(*in, in.Runtime, false)
-	}
-	return podactions.Compute(*in)
 }
 
 // setStatus hands the status manager the pod's new status, and the probe workers too: a
@@ -420,7 +414,7 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node, rt *container
 	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: n.InternalIP().String(), Rules: p.rules,
 		Release: p.release, Probes: p.prober.Results(pod.UID), Reasons: cloneNonEmpty(st.reasons), Backoff: backoffAfter(pod, rt, st.backoff),
 		Stopping: cloneNonEmpty(st.stopIssued), Killing: cloneNonEmpty(st.killing), Restarts: cloneNonEmpty(st.restarts), PostStart: p.hooks.of(rt),
-		ShutdownSince: st.shutdownSince, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
+		Phase: st.phase, TerminatingAt: st.terminatingAt, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
 }
 
 // cloneNonEmpty copies m, or returns nil when it is empty (the common case, on every sync).
@@ -494,10 +488,7 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *pod
 		delete(st.stopIssued, id)
 		delete(st.killing, id)
 	}
-	if a.BeginShutdown && st.shutdownSince.IsZero() {
-		st.shutdownSince = p.clock.Now()
-		p.prober.Terminating(pod.UID)
-	}
+	p.advance(pod, st, a.Phase)
 	for _, k := range a.Kill {
 		p.kill(ctx, pod, st, k)
 	}
@@ -711,6 +702,26 @@ func (p *pods) kill(ctx context.Context, pod *corev1.Pod, st *podState, k podact
 		}
 		p.rt.Stop(pod.UID, k.ID, max(k.Grace-p.clock.Since(started), p.timing.RestartAllKillGrace))
 	})
+}
+
+// advance moves the pod's worker to the phase the plan ended in (podactions.Phase, whose
+// phase.go decides every move), and does what entering it does: on TerminatingPod the
+// liveness and startup probes of the regular containers stop and the termination's grace
+// starts to count (syncTerminatingPod, before its kill); on TerminatedPod the probe workers
+// end and the pod's tokens are dropped (after the kill, and the volume managers' UnregisterPod).
+func (p *pods) advance(pod *corev1.Pod, st *podState, to podactions.Phase) {
+	if to == st.phase {
+		return
+	}
+	if st.phase == podactions.SyncPod {
+		st.terminatingAt = p.clock.Now()
+		p.prober.Terminating(pod.UID)
+	}
+	if to == podactions.TerminatedPod {
+		p.prober.RemovePod(pod.UID)
+		p.tokens.Forget(pod.UID)
+	}
+	st.phase = to
 }
 
 // finishDeleted removes a deleted pod whose containers have all stopped: delete with grace 0,

@@ -83,7 +83,8 @@ type HoldBack struct {
 
 // Actions are everything one sync of a pod does, in the order the pod workers apply them:
 // create the sandbox (and plan again on it), stop the sandbox, publish the status, remove,
-// kill, hold back and start containers, finish the deletion, look again.
+// kill, hold back and start containers, finish the deletion, look again; and the phase the pod
+// is in after them.
 type Actions struct {
 	// CreateSandbox: the pod has no sandbox yet; nothing else is planned until it has one.
 	CreateSandbox bool
@@ -94,25 +95,26 @@ type Actions struct {
 
 	Publish Publish
 	// Status is the status to publish (when Publish is not PublishNone): Input.Status, or what
-	// the shutdown makes of it. Nothing published, the pod worker still applies what the probe
+	// the termination makes of it. Nothing published, the pod worker still applies what the probe
 	// workers found (the status manager's SetContainerReadiness).
 	Status corev1.PodStatus
 
 	// Remove lists instance IDs to remove from the runtime (a RestartAllContainers cleanup).
 	Remove []string
 	// Kill lists instances to stop.
-	Kill []Kill
-	// BeginShutdown: the pod's containers are being stopped for good; the shutdown's grace
-	// counts from the first sync that says so.
-	BeginShutdown bool
-	HoldBack      []HoldBack
-	Start         []Start
+	Kill     []Kill
+	HoldBack []HoldBack
+	Start    []Start
 	// Deferred are the starts of a sync that kills (Kill.HoldsSync): SyncPod makes them once
 	// its kills have returned, so they wait as Input.Restarts do.
 	Deferred []Start
 
 	// FinishDeletion: the deleted pod has stopped; delete it from the API for good.
 	FinishDeletion bool
+
+	// Phase is the pod's phase once the sync is done: the one it began in (Input.Phase), or a
+	// later one it moved to (phase.go).
+	Phase Phase
 
 	// Requeue: sync the pod again (a cleanup is done, or the restarts a kill decided have been
 	// made); as every sync that begins a SyncPod, it waits for the next relist.
@@ -165,9 +167,6 @@ func (a *Actions) String() string {
 		}
 		add("kill=%s/%s(%s%s%s%s%s)", k.Container.Name, k.ID, k.Grace, hook, after, redefined, holds)
 	}
-	if a.BeginShutdown {
-		add("shutdown")
-	}
 	for _, h := range a.HoldBack {
 		add("hold=%s(%s %s)", h.Container.Name, h.Waiting.Reason, h.Retry)
 	}
@@ -182,6 +181,9 @@ func (a *Actions) String() string {
 	}
 	if a.Requeue {
 		add("requeue")
+	}
+	if a.Phase != SyncPod {
+		add("phase=%s", a.Phase)
 	}
 	return strings.Join(parts, " ")
 }

@@ -68,15 +68,27 @@ type Input struct {
 	// Restarts are the starts a sync decided together with its kills (Kill.Restart, Deferred),
 	// by container name, whose containers have not started since.
 	Restarts map[string]Restart
-	// ShutdownSince is when the pod's shutdown began, zero before.
-	ShutdownSince time.Time
+	// Phase is the pod's phase as its worker kept it when the sync began.
+	Phase Phase
+	// TerminatingAt is when the pod entered TerminatingPod, zero before.
+	TerminatingAt time.Time
 	// MinGrace is the least grace a stop gets (a RestartAllContainers cleanup's grace, and
-	// the floor of a shutdown whose grace has run out).
+	// the floor of a termination whose grace has run out).
 	MinGrace time.Duration
 	Now      time.Time
 }
 
-// Compute returns what one sync of the pod does.
+// Plan is one sync of the pod as the pod worker makes it: the pod's API status generated from
+// the runtime's view first, as the kubelet's sync functions generate it before they act (with
+// terminating for a terminated pod), and then Compute on it. in.Status holds the status after.
+func Plan(in *Input) Actions {
+	if in.Runtime != nil {
+		in.Status = GenerateStatus(*in, in.Runtime, in.Phase == TerminatedPod)
+	}
+	return Compute(*in)
+}
+
+// Compute returns what one sync of the pod does, Input.Status being the status generated for it.
 func Compute(in Input) Actions {
 	p := planner{in: in, stopping: map[string]bool{}}
 	p.compute()
@@ -90,52 +102,45 @@ type planner struct {
 	stopping map[string]bool
 }
 
-func (p *planner) compute() {
-	pod, rt := p.in.Pod, p.in.Runtime
-	deleted := pod.DeletionTimestamp != nil
-	if rt == nil {
-		if deleted || restart.IsTerminal(pod.Status.Phase) {
-			// Nothing ever ran here (or a previous kubelet's runtime is gone): a deleted pod
-			// finishes at once, a terminal one stays as it is.
-			p.out.FinishDeletion = deleted
-			return
-		}
+// syncPod plans a sync of a running pod (SyncPod): its sandbox, its starts, restarts, kills and
+// RestartAllContainers cleanups. It reports whether the status generated for the sync is
+// terminal, having planned nothing: the pod terminates (syncPod's isTerminal).
+func (p *planner) syncPod() (terminal bool) {
+	if p.in.Runtime == nil {
 		p.out.CreateSandbox = true
-		return
+		return false
 	}
 	// The kubelet runs a postStart hook inside SyncPod, and kills what SyncPod decided to kill
 	// one after another, waiting for each (killContainer returns once the preStop hook has run
 	// and the container has stopped, or the grace is over). Until then the pod's next sync
 	// waits: nothing is killed, started or restarted or published; the status changes only by
-	// what the probe workers find, as the status manager applies it. A deletion does not wait
-	// for a postStart hook; a shutdown does not wait for a sync's kill.
-	if !deleted && (p.postStartRunning() || (!restart.IsTerminal(pod.Status.Phase) && p.killing())) {
-		return
+	// what the probe workers find, as the status manager applies it.
+	if p.postStartRunning() || p.killing() {
+		return false
 	}
 	// A RestartAllContainers cleanup in progress goes on without publishing anything: the
 	// kubelet kills and removes the containers within one sync, so the statuses of half-cleaned
 	// pods (a target killed with 137 that no rule restarts would read as Failed) never exist.
-	if !deleted && restartingAll(&p.in.Old) && !restart.CleanedUp(pod, rt) {
+	if restartingAll(&p.in.Old) && !restart.CleanedUp(p.in.Pod, p.in.Runtime) {
 		p.cleanUp()
-		return
+		return false
 	}
 	// The kubelet restarts a container it killed within one SyncPod, so no status shows it
 	// stopped: it starts again before anything is published.
-	if !deleted && !restart.IsTerminal(pod.Status.Phase) && p.startRestarts() {
-		return
+	if p.startRestarts() {
+		return false
 	}
-	// A deleted or terminal pod shuts down; so does one whose status just became terminal.
-	if !deleted && !restart.IsTerminal(pod.Status.Phase) && !restart.IsTerminal(p.in.Old.Phase) && !restart.IsTerminal(p.in.Status.Phase) {
-		p.run(p.in.Status)
-		return
+	if restart.IsTerminal(p.in.Status.Phase) {
+		return true
 	}
-	p.shutDown()
+	p.run(p.in.Status)
+	return false
 }
 
 // GenerateStatus generates the pod's API status from rt and the rest of in (package status):
-// what the pod worker does before each plan, with rt the plan's Runtime, and, with terminating,
-// once a stopping pod's sandbox has stopped (Actions.StopSandbox), as the kubelet's
-// syncTerminatingPod generates the final status after its kill.
+// what Plan does before each plan, with rt the plan's Runtime, and, with terminating, for a
+// terminated pod and once a terminating pod's sandbox has stopped (Actions.StopSandbox), as the
+// kubelet's syncTerminatingPod generates the final status after its kill.
 func GenerateStatus(in Input, rt *container.PodStatus, terminating bool) corev1.PodStatus {
 	return status.Generate(status.Input{Pod: in.Pod, Old: in.Old, Runtime: rt, HostIP: in.HostIP, Rules: in.Rules, Release: in.Release,
 		Probes: in.Probes, Reasons: in.Reasons, Terminating: terminating, Now: in.Now})
@@ -387,7 +392,7 @@ func (p *planner) startContainers() {
 			p.start(c)
 			return
 		default:
-			return // failed for good: the phase is Failed and the next sync shuts the pod down
+			return // failed for good: the phase is Failed and the pod terminates
 		}
 	}
 	anyWillRun := false
@@ -452,79 +457,6 @@ func (p *planner) heldBack(c *corev1.Container, exited *container.Status) (key s
 		Waiting: status.Waiting{Reason: status.ReasonCrashLoopBackOff,
 			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", b.Delay, c.Name, PodRef(p.in.Pod))}})
 	return key, true
-}
-
-// shutDown plans a deleted or terminal pod: stop its containers and, once all have stopped,
-// stop the sandbox and publish the final status; a deleted pod then leaves the API.
-func (p *planner) shutDown() {
-	pod, rt := p.in.Pod, p.in.Runtime
-	if running(rt) {
-		gen := p.in.Status
-		if restart.IsTerminal(gen.Phase) && !restart.IsTerminal(pod.Status.Phase) {
-			// The status manager holds a terminal phase back while the pod could have running
-			// containers (mergePodStatus in pkg/kubelet/status/status_manager.go): the API keeps
-			// the phase, reason and message it has until the last container has stopped.
-			gen.Phase, gen.Reason, gen.Message = pod.Status.Phase, pod.Status.Reason, pod.Status.Message
-		}
-		p.out.Publish, p.out.Status = PublishAsync, gen
-		p.stopAll()
-		return
-	}
-	p.out.StopSandbox = true // and the status published is the one generated once it has stopped
-	if pod.DeletionTimestamp == nil {
-		p.out.Publish = PublishAsync
-		return
-	}
-	p.out.Publish = PublishAndWait
-	p.out.FinishDeletion = true
-}
-
-// stopAll stops the pod's running containers as the kubelet kills a pod
-// (killContainersWithSyncResult and its terminationOrdering): every container at once, each
-// after its preStop hook; a sidecar's SIGTERM then waits, within its grace, for the regular
-// containers and for the sidecars after it. The pod's grace counts from the start of the
-// shutdown.
-func (p *planner) stopAll() {
-	pod, rt := p.in.Pod, p.in.Runtime
-	p.out.BeginShutdown = true
-	since := p.in.ShutdownSince
-	if since.IsZero() {
-		since = p.in.Now
-	}
-	remaining := max(podGrace(pod)-p.in.Now.Sub(since), p.in.MinGrace)
-	running := func(c *corev1.Container) *container.Status {
-		if latest := rt.Latest(c.Name); latest != nil && latest.State == container.Running {
-			return latest
-		}
-		return nil
-	}
-	// The regular containers go first; a running init container that is not a sidecar waits
-	// for nothing and nothing waits for it.
-	var before []string
-	for i := range pod.Spec.Containers {
-		if inst := running(&pod.Spec.Containers[i]); inst != nil {
-			p.kill(&pod.Spec.Containers[i], inst, remaining, "", true)
-			before = append(before, inst.ID)
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; !restart.IsSidecar(c) {
-			if inst := running(c); inst != nil {
-				p.kill(c, inst, remaining, "", true)
-			}
-		}
-	}
-	for i := len(pod.Spec.InitContainers) - 1; i >= 0; i-- {
-		c := &pod.Spec.InitContainers[i]
-		inst := running(c)
-		if inst == nil || !restart.IsSidecar(c) {
-			continue
-		}
-		if p.kill(c, inst, remaining, "", true) {
-			p.out.Kill[len(p.out.Kill)-1].After = slices.Clone(before)
-		}
-		before = append(before, inst.ID)
-	}
 }
 
 // kill stops the instance unless the kubelet already is stopping it; it reports whether it

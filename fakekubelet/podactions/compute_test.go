@@ -167,8 +167,10 @@ type computeCase struct {
 	restarts []string
 	// postStart are instances whose postStart hook runs (true) or failed (false).
 	postStart map[string]bool
-	// shutdownFor is how long ago the pod's shutdown began.
-	shutdownFor time.Duration
+	// phase is the pod's phase when the sync begins (SyncPod when unset), and terminatingFor
+	// how long ago it entered TerminatingPod.
+	phase          Phase
+	terminatingFor time.Duration
 	// want is Actions.String() on every release, unless wantOn says otherwise for a minor.
 	want   string
 	wantOn map[uint]string
@@ -183,8 +185,8 @@ func TestCompute(t *testing.T) {
 	for _, tc := range []computeCase{
 		// The sandbox.
 		{name: "a new pod gets a sandbox first", pod: simplePod(), want: "create-sandbox"},
-		{name: "a deleted pod that never ran finishes at once", pod: with(simplePod(), deleted(30)), want: "finish-deletion"},
-		{name: "a terminal pod that never ran stays as it is", pod: with(simplePod(), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), want: ""},
+		{name: "a deleted pod that never ran finishes at once", pod: with(simplePod(), deleted(30)), want: "finish-deletion phase=terminated"},
+		{name: "a terminal pod that never ran stays as it is", pod: with(simplePod(), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), want: "phase=terminated"},
 
 		// Starting.
 		{name: "a regular container starts", pod: simplePod(), rt: instances(),
@@ -204,14 +206,14 @@ func TestCompute(t *testing.T) {
 			want:   "publish=async(Pending) start=worker start=helper"},
 		{name: "a failed init container under restartPolicy Never fails the pod", pod: groupPod(),
 			rt:   instances(exitedInst("init", "i1", 0, 1)),
-			want: "stop-sandbox publish=async(Failed)"},
+			want: "stop-sandbox publish=async(Failed) phase=terminated"},
 		{name: "a pod failed by an init container after its sidecar keeps its phase until the sidecar has stopped",
 			pod: with(groupPod(), func(p *corev1.Pod) {
 				p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "init2", Image: image})
 				p.Status.Phase = corev1.PodPending
 			}),
 			rt: instances(exitedInst("init2", "j1", 0, 1), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)), probes: agentStarted,
-			want: "publish=async(Pending) kill=agent/a1(30s) shutdown"},
+			want: "publish=async(Pending) kill=agent/a1(30s) phase=terminating"},
 
 		// Crash-loop backoff.
 		{name: "a crashed container restarts when its backoff allows", pod: simplePod(), rt: instances(exitedInst("main", "m1", 0, 1)),
@@ -263,7 +265,7 @@ func TestCompute(t *testing.T) {
 			want:   ""},
 		{name: "a deleted pod does not wait for a sync's kill", pod: with(simplePod(), deleted(30)),
 			rt: instances(runningInst("main", "m1", 0)), stopping: []string{"m1"}, killing: []string{"m1"},
-			want: "publish=async(Running) shutdown"},
+			want: "publish=async(Running) phase=terminating"},
 		{name: "once a sync's kills have returned, its deferred starts are made together", pod: groupPod(), probes: agentStarted,
 			rt:       instances(fromImage(exitedInst("agent", "a1", 0, 137), "busybox:1.35"), exitedInst("init", "i1", 0, 0)),
 			restarts: []string{"agent", "worker", "helper"}, killing: []string{"a1"},
@@ -336,44 +338,72 @@ func TestCompute(t *testing.T) {
 			statusOn: map[uint]string{36: "worker Running last=Terminated(137,RestartingAllContainers) rc=1",
 				37: "worker Running last=Terminated(137,RestartingAllContainers) rc=1"}},
 
-		// Shutdown.
+		// Termination: deletion, a terminal status, KillPod.
 		{name: "a deleted pod's regular containers stop first, after their preStop hooks", pod: with(groupPod(), deleted(30)),
 			probes: agentStarted,
 			rt:     instances(runningInst("worker", "w1", 0), runningInst("helper", "h1", 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
-			want:   "publish=async(Running) kill=worker/w1(30s) kill=helper/h1(30s+preStop) kill=agent/a1(30s,after=w1+h1) shutdown"},
-		{name: "the grace counts from the start of the shutdown", pod: with(groupPod(), deleted(30)), shutdownFor: 25 * time.Second,
+			want:   "publish=async(Running) kill=worker/w1(30s) kill=helper/h1(30s+preStop) kill=agent/a1(30s,after=w1+h1) phase=terminating"},
+		{name: "the grace counts from the start of the termination", pod: with(groupPod(), deleted(30)), phase: TerminatingPod, terminatingFor: 25 * time.Second,
 			probes: agentStarted,
 			rt:     instances(runningInst("worker", "w1", 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
-			want:   "publish=async(Running) kill=worker/w1(5s) kill=agent/a1(5s,after=w1) shutdown"},
-		{name: "a shutdown past its grace still gives the least grace", pod: with(groupPod(), deleted(30)), shutdownFor: time.Minute,
+			want:   "publish=async(Running) kill=worker/w1(5s) kill=agent/a1(5s,after=w1) phase=terminating"},
+		{name: "a termination past its grace still gives the least grace", pod: with(groupPod(), deleted(30)), phase: TerminatingPod, terminatingFor: time.Minute,
 			probes: agentStarted,
 			rt:     instances(runningInst("worker", "w1", 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
-			want:   "publish=async(Running) kill=worker/w1(1s) kill=agent/a1(1s,after=w1) shutdown"},
+			want:   "publish=async(Running) kill=worker/w1(1s) kill=agent/a1(1s,after=w1) phase=terminating"},
 		{name: "a sidecar's SIGTERM waits for the sidecars after it", pod: with(twoSidecars(), deleted(30)),
 			probes: probeResults{started: map[string]bool{"a1": true, "b1": true}},
 			rt:     instances(runningInst("worker", "w1", 0), runningInst("agent", "a1", 0), runningInst("agent2", "b1", 0)),
-			want:   "publish=async(Running) kill=worker/w1(30s) kill=agent2/b1(30s,after=w1) kill=agent/a1(30s,after=w1+b1) shutdown"},
+			want:   "publish=async(Running) kill=worker/w1(30s) kill=agent2/b1(30s,after=w1) kill=agent/a1(30s,after=w1+b1) phase=terminating"},
 		{name: "once the regular containers are done, a stopped sidecar is not started again (KillPod)", pod: twoSidecars(),
 			probes: probeResults{started: map[string]bool{"b1": true}},
 			rt:     instances(exitedInst("worker", "w1", 0, 0), exitedInst("agent", "a1", 0, 137), runningInst("agent2", "b1", 0)),
-			want:   "publish=async(Running) kill=agent2/b1(30s) shutdown"},
+			want:   "publish=async(Running) kill=agent2/b1(30s)"},
 		{name: "the sidecars stop after the regular containers", pod: with(groupPod(), deleted(30)),
 			probes: agentStarted,
 			rt:     instances(exitedInst("worker", "w1", 0, 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
-			want:   "publish=async(Running) kill=agent/a1(30s) shutdown"},
+			want:   "publish=async(Running) kill=agent/a1(30s) phase=terminating"},
 		{name: "a stopped deleted pod publishes its final status, waits for it and finishes", pod: with(groupPod(), deleted(30)),
 			probes:   agentStarted,
 			rt:       instances(exitedInst("worker", "w1", 0, 0), exitedInst("helper", "h1", 0, 0), exitedInst("agent", "a1", 0, 137), exitedInst("init", "i1", 0, 0)),
-			want:     "stop-sandbox publish=wait(Succeeded) finish-deletion",
+			want:     "stop-sandbox publish=wait(Succeeded) finish-deletion phase=terminated",
 			status:   `PodReadyToStartContainers=False "" ""`,
 			statusOn: map[uint]string{37: `PodReadyToStartContainers=False "PodSandboxNotReady" "pod sandbox is not ready"`}},
 		{name: "a pod whose regular containers completed stops its sidecar (KillPod); the next status is terminal", pod: groupPod(),
 			probes: agentStarted,
 			rt:     instances(exitedInst("worker", "w1", 0, 0), exitedInst("helper", "h1", 0, 0), runningInst("agent", "a1", 0), exitedInst("init", "i1", 0, 0)),
-			want:   "publish=async(Running) kill=agent/a1(30s) shutdown"},
+			want:   "publish=async(Running) kill=agent/a1(30s)"},
 		{name: "a completed pod with nothing running stops its sandbox", pod: with(simplePod(), func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }),
 			rt:   instances(exitedInst("main", "m1", 0, 0)),
-			want: "stop-sandbox publish=async(Succeeded)"},
+			want: "stop-sandbox publish=async(Succeeded) phase=terminated"},
+
+		// Phases (phase.go): a pod only moves forward.
+		{name: "a phase turned terminal in the API terminates the pod", rt: instances(runningInst("main", "m1", 0)),
+			pod:  with(simplePod(), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
+			want: "publish=async(Failed) kill=main/m1(30s) phase=terminating"},
+		{name: "a terminal status the kubelet generated before terminates the pod before the API has it", rt: instances(runningInst("main", "m1", 0)),
+			pod: with(simplePod(), func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), old: corev1.PodStatus{Phase: corev1.PodSucceeded},
+			want: "publish=async(Running) kill=main/m1(30s) phase=terminating"},
+		{name: "a terminating pod stays terminating: an exited container is not started again", phase: TerminatingPod,
+			pod: with(simplePod(), func(p *corev1.Pod) {
+				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side", Image: image})
+			}),
+			rt:   instances(exitedInst("main", "m1", 0, 1), runningInst("side", "s1", 0)),
+			want: "publish=async(Running) kill=side/s1(30s) phase=terminating"},
+		{name: "a terminating pod that is not deleted waits for a postStart hook under way", phase: TerminatingPod,
+			pod: with(simplePod(), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
+			rt:  instances(runningInst("main", "m1", 0)), postStart: map[string]bool{"m1": true},
+			want: "phase=terminating"},
+		{name: "a deleted pod does not wait for a postStart hook", phase: TerminatingPod, pod: with(simplePod(), deleted(30)),
+			rt: instances(runningInst("main", "m1", 0)), postStart: map[string]bool{"m1": true},
+			want: "publish=async(Running) kill=main/m1(30s) phase=terminating"},
+		{name: "a terminated pod publishes its final status and starts nothing, whatever its restart policy", phase: TerminatedPod,
+			pod: simplePod(), rt: &container.PodStatus{UID: "uid-1", IP: "10.64.0.2", Containers: []container.Status{exitedInst("main", "m1", 0, 1)}},
+			want: "publish=async(Failed) phase=terminated", status: "main Terminated(1,Error) last=- rc=0"},
+		{name: "a terminated pod once deleted waits its final status into the API and finishes", phase: TerminatedPod,
+			pod:  with(simplePod(), deleted(30)),
+			rt:   &container.PodStatus{UID: "uid-1", IP: "10.64.0.2", Containers: []container.Status{exitedInst("main", "m1", 0, 0)}},
+			want: "publish=wait(Succeeded) finish-deletion phase=terminated"},
 	} {
 		for minor := uint(release.OldestMinor); minor <= release.NewestMinor; minor++ {
 			t.Run(fmt.Sprintf("%s/1.%d", tc.name, minor), func(t *testing.T) { tc.run(t, minor) })
@@ -394,20 +424,16 @@ func (tc computeCase) run(t *testing.T, minor uint) {
 	for _, name := range tc.restarts {
 		restarts[name] = Restart{}
 	}
-	in := Input{Restarts: restarts, PostStart: tc.postStart, Pod: tc.pod.DeepCopy(), Old: tc.old, Runtime: tc.rt, HostIP: "172.16.0.1", Rules: restart.Rules{RestartAll: !tc.gateOff},
+	in := Input{Phase: tc.phase, Restarts: restarts, PostStart: tc.postStart, Pod: tc.pod.DeepCopy(), Old: tc.old, Runtime: tc.rt, HostIP: "172.16.0.1", Rules: restart.Rules{RestartAll: !tc.gateOff},
 		Release: release.Minor(minor), Probes: tc.probes, Backoff: tc.backoff.at(tc.pod, tc.rt), Stopping: stopping, Killing: killing, MinGrace: time.Second, Now: now}
 	if tc.old.Phase == "" && tc.old.Conditions == nil && tc.old.ContainerStatuses == nil {
 		in.Old = *tc.pod.Status.DeepCopy()
 	}
-	if tc.shutdownFor > 0 {
-		in.ShutdownSince = now.Add(-tc.shutdownFor)
+	if tc.terminatingFor > 0 {
+		in.TerminatingAt = now.Add(-tc.terminatingFor)
 	}
-	// The pod worker's steps around the plan: the status first, and the final one once the
-	// sandbox has stopped.
-	if in.Runtime != nil {
-		in.Status = GenerateStatus(in, in.Runtime, false)
-	}
-	got := Compute(in)
+	got := Plan(&in)
+	// The pod worker's step after the plan: the final status once the sandbox has stopped.
 	if got.StopSandbox {
 		stopped := *in.Runtime
 		stopped.SandboxReady = false

@@ -331,6 +331,27 @@ var _ = Describe("Pod lifecycle", func() {
 		Expect(last.Status.Phase).To(Equal(corev1.PodSucceeded))
 	})
 
+	It("stops a pod whose phase turns terminal in the API and never starts its containers again", func(ctx context.Context) {
+		// restartPolicy Always would restart main once it exits; a terminating pod never does.
+		pod := builders.MakePod("terminal", ns).Container(builders.MakeContainer("main").Shell("trap 'exit 0' TERM; sleep 3600").Obj()).Obj()
+		h := create(ctx, pod)
+		p := h.Latest().DeepCopy()
+		p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Stopped", "failed by the test"
+		_, err := cluster.Clientset.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(state(specs.ContainerStatus(p, "main"))).To(Equal("Terminated(0,Completed)"))
+			g.Expect(specs.Condition(p, corev1.PodReady)).To(HaveField("Status", corev1.ConditionFalse))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Consistently(func(g Gomega) {
+			p := h.Latest()
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
+			g.Expect(state(specs.ContainerStatus(p, "main"))).To(Equal("Terminated(0,Completed)"))
+			g.Expect(specs.ContainerStatus(p, "main").RestartCount).To(BeEquivalentTo(0))
+		}).WithTimeout(2 * cluster.Timing.CrashLoopBackOff).WithPolling(Interval).Should(Succeed())
+	})
+
 	It("lets the real Job controller complete a Job", func(ctx context.Context) {
 		job := builders.MakeJob("done", ns).Obj()
 		job.Spec.Template.Spec.Containers = []corev1.Container{builders.MakeContainer("work").Shell("sleep 1; exit 0").Obj()}
