@@ -53,9 +53,13 @@ type Options struct {
 	Timing *timing.Profile
 	// Clock drives the in-process components. Default: the real clock.
 	Clock clock.WithTicker
-	// CRDDirectoryPaths are directories of CRD manifests to install, beside restartbed's JobSet
-	// CRD when JobSet is on.
+	// CRDDirectoryPaths are directories (or files) of CRD manifests to install, beside
+	// restartbed's JobSet CRD when JobSet is on, and CRDs are more, already read. All are
+	// installed and established before kube-controller-manager starts, so that its garbage
+	// collector and quota controllers know their kinds from the start (a kind they learn of
+	// later waits for their next resync, about 30 seconds).
 	CRDDirectoryPaths []string
+	CRDs              []*apiextensionsv1.CustomResourceDefinition
 	// Scheme is the scheme of the returned controller-runtime client. Default: client-go's types
 	// plus restartbed's.
 	Scheme *runtime.Scheme
@@ -293,7 +297,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			Etcd:      &crenvtest.Etcd{Path: paths[controlplane.EtcdBinary], DataDir: c.work.file("etcd"), Out: out, Err: out},
 		},
 		Scheme:                   c.Scheme,
-		CRDs:                     crds,
+		CRDs:                     append(crds, opts.CRDs...),
 		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 2 * time.Minute,

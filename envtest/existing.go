@@ -91,7 +91,7 @@ func (c *Cluster) startOnExisting(ctx context.Context, opts Options) error {
 		UseExistingCluster: ptr.To(true),
 		Config:             c.Config,
 		Scheme:             c.Scheme,
-		CRDInstallOptions: crenvtest.CRDInstallOptions{CRDs: crds, Paths: opts.CRDDirectoryPaths,
+		CRDInstallOptions: crenvtest.CRDInstallOptions{CRDs: append(crds, opts.CRDs...), Paths: opts.CRDDirectoryPaths,
 			ErrorIfPathMissing: true, CleanUpAfterUse: true},
 	}
 	if opts.JobSet {

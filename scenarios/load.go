@@ -352,6 +352,9 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 	for i, src := range spec.Objects {
 		sc.Objects = append(sc.Objects, l.objects(src, yamlpath.At(doc, "spec", "objects", i), fmt.Sprintf("spec.objects[%d]", i))...)
 	}
+	var problems []Problem
+	sc.CRDs, problems = crdsOf(sc.Objects)
+	l.problems = append(l.problems, problems...)
 	steps := yamlpath.At(doc, "spec", "steps")
 	for i := range spec.Steps {
 		l.checkStep(sc, &spec.Steps[i], yamlpath.At(steps, i), fmt.Sprintf("spec.steps[%d]", i))

@@ -106,7 +106,8 @@ func (sc *Scenario) ClusterOptions() (envtest.Options, error) {
 	if err != nil {
 		return envtest.Options{}, fmt.Errorf("spec.timing: %w", err)
 	}
-	opts := envtest.Options{KubernetesVersion: sc.Spec.KubernetesVersion, FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true, Nodes: sc.Pools}
+	opts := envtest.Options{KubernetesVersion: sc.Spec.KubernetesVersion, FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true, Nodes: sc.Pools,
+		CRDs: sc.CRDs}
 	if k := sc.Spec.Controllers.KueueFailureRecovery; k != nil && k.Enabled {
 		opts.KueueFailureRecovery = &envtest.KueueFailureRecovery{}
 		if k.Threshold != nil {

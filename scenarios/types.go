@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/restartbed/restartbed/fakekubelet"
@@ -37,6 +38,9 @@ type Scenario struct {
 	File string `yaml:"-"`
 	// Objects are spec.objects, read and decoded, in order.
 	Objects []Object `yaml:"-"`
+	// CRDs are the CustomResourceDefinitions among Objects, which the cluster installs before
+	// kube-controller-manager starts (ClusterOptions).
+	CRDs []*apiextensionsv1.CustomResourceDefinition `yaml:"-"`
 	// Pools are spec.nodes as the fake kubelet takes them (the default pool when none is given).
 	Pools []fakekubelet.NodePool `yaml:"-"`
 }

@@ -71,3 +71,33 @@ func TestUpRefusesHostBinariesWithoutOptIn(t *testing.T) {
 		t.Errorf("with --allow-host-binaries: options %+v, error %v", opts.Programs, err)
 	}
 }
+
+// up --crds refuses a CRD it cannot read before anything starts (exit 2, FILE:LINE), and takes
+// a directory's CRDs into the cluster's options.
+func TestUpCRDs(t *testing.T) {
+	mark := markingControlPlane(t)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.example.com}\nspec: {grup: example.com}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := upFlags{featureGates: map[string]bool{}, crds: []string{"../../test/cli/testdata/crds", bad}, kubeconfig: filepath.Join(dir, "kubeconfig"),
+		set: func(string) bool { return false }}
+	var out, progress bytes.Buffer
+	err := runUp(context.Background(), &out, &progress, f)
+	var exit exitError
+	if !errors.As(err, &exit) || exit.code != exitInvalid || !strings.Contains(err.Error(), "1 problem(s) in --crds") {
+		t.Fatalf("want exit %d for one problem, got %v", exitInvalid, err)
+	}
+	if want := bad + `:1: CustomResourceDefinition: error unmarshaling JSON: while decoding JSON: json: unknown field "grup"`; !strings.Contains(progress.String(), want) {
+		t.Errorf("output:\n%s\nwant it to contain %q", progress.String(), want)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("a control-plane binary ran")
+	}
+	f.crds = f.crds[:1]
+	opts, _, err := upOptions(f)
+	if err != nil || len(opts.CRDs) != 1 || opts.CRDs[0].Name != "widgets.example.restartbed.dev" {
+		t.Errorf("options' CRDs %v, error %v", opts.CRDs, err)
+	}
+}
