@@ -1,10 +1,7 @@
 package scenarios
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,43 +114,25 @@ func ReadCRDs(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) 
 // readCRDFile decodes the CustomResourceDefinitions among a file's YAML (or JSON) documents.
 func readCRDFile(file string, data []byte) ([]*apiextensionsv1.CustomResourceDefinition, []Problem) {
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	var problems []Problem
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			sub := &loader{file: file}
-			sub.decodeError(err, "")
-			return crds, append(problems, sub.problems...)
-		}
-		content := &doc
-		if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
-			content = doc.Content[0]
-		}
+	problems := eachDocument(file, data, func(content *yaml.Node) *Problem {
 		if content.Kind != yaml.MappingNode || yamlpath.At(content, "kind").Value != crdKind.Kind {
-			continue
+			return nil
 		}
 		apiVersion := yamlpath.At(content, "apiVersion").Value
 		if gv, err := schema.ParseGroupVersion(apiVersion); err != nil || gv.Group != crdKind.Group {
-			continue // a kind of the same name in another group
+			return nil // a kind of the same name in another group
 		} else if gv.Version != apiextensionsv1.SchemeGroupVersion.Version {
-			problems = append(problems, Problem{File: file, Line: content.Line, Message: crdVersionMessage(gv.Version)})
-			continue
+			return &Problem{File: file, Line: content.Line, Message: crdVersionMessage(gv.Version)}
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := decodeKubernetes(content, crd); err != nil {
-			problems = append(problems, Problem{File: file, Line: content.Line, Message: fmt.Sprintf("CustomResourceDefinition: %v", err)})
-			continue
+			return &Problem{File: file, Line: content.Line, Message: fmt.Sprintf("CustomResourceDefinition: %v", err)}
 		}
 		if crd.Name == "" {
-			problems = append(problems, Problem{File: file, Line: content.Line, Path: "metadata.name", Message: "required"})
-			continue
+			return &Problem{File: file, Line: content.Line, Path: "metadata.name", Message: "required"}
 		}
 		crds = append(crds, crd)
-	}
+		return nil
+	})
 	return crds, problems
 }

@@ -452,18 +452,32 @@ func (l *loader) objects(src ObjectSource, node *yaml.Node, path string) []Objec
 // documents are skipped.
 func ReadManifests(file string, data []byte) ([]Object, []Problem) {
 	var objs []Object
+	problems := eachDocument(file, data, func(content *yaml.Node) *Problem {
+		obj, msg := toObject(content)
+		if msg != "" {
+			return &Problem{File: file, Line: content.Line, Message: msg}
+		}
+		objs = append(objs, Object{Unstructured: obj, Origin: fmt.Sprintf("%s:%d", file, content.Line)})
+		return nil
+	})
+	return objs, problems
+}
+
+// eachDocument calls f with each non-empty YAML document of a file, in order, and returns the
+// problems f reports, and the file's syntax error, after which it reads no further.
+func eachDocument(file string, data []byte, f func(content *yaml.Node) *Problem) []Problem {
 	var problems []Problem
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
-			break
+			return problems
 		}
 		if err != nil {
 			sub := &loader{file: file}
 			sub.decodeError(err, "")
-			return objs, append(problems, sub.problems...)
+			return append(problems, sub.problems...)
 		}
 		content := &doc
 		if doc.Kind == yaml.DocumentNode {
@@ -475,14 +489,10 @@ func ReadManifests(file string, data []byte) ([]Object, []Problem) {
 		if content.Kind == yaml.ScalarNode && content.Tag == "!!null" {
 			continue
 		}
-		obj, msg := toObject(content)
-		if msg != "" {
-			problems = append(problems, Problem{File: file, Line: content.Line, Message: msg})
-			continue
+		if p := f(content); p != nil {
+			problems = append(problems, *p)
 		}
-		objs = append(objs, Object{Unstructured: obj, Origin: fmt.Sprintf("%s:%d", file, content.Line)})
 	}
-	return objs, problems
 }
 
 // toObject converts a manifest to an unstructured object, or says why it is not one.
