@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -31,32 +29,18 @@ func crdsOf(objs []Object) ([]*apiextensionsv1.CustomResourceDefinition, []Probl
 		if gvk.GroupKind() != crdKind {
 			continue
 		}
-		file, line := obj.file()
 		if gvk.Version != apiextensionsv1.SchemeGroupVersion.Version {
-			problems = append(problems, Problem{File: file, Line: line, Message: crdVersionMessage(gvk.Version)})
+			problems = append(problems, Problem{File: obj.File, Line: obj.Line, Message: crdVersionMessage(gvk.Version)})
 			continue
 		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, crd, true); err != nil {
-			problems = append(problems, Problem{File: file, Line: line, Message: fmt.Sprintf("CustomResourceDefinition %s: %v", obj.GetName(), err)})
+			problems = append(problems, Problem{File: obj.File, Line: obj.Line, Message: fmt.Sprintf("CustomResourceDefinition %s: %v", obj.GetName(), err)})
 			continue
 		}
 		crds = append(crds, crd)
 	}
 	return crds, problems
-}
-
-// file splits the object's Origin ("FILE:LINE") into its file and line.
-func (o Object) file() (string, int) {
-	i := strings.LastIndexByte(o.Origin, ':')
-	if i < 0 {
-		return o.Origin, 0
-	}
-	line, err := strconv.Atoi(o.Origin[i+1:])
-	if err != nil {
-		return o.Origin, 0
-	}
-	return o.Origin[:i], line
 }
 
 func crdVersionMessage(version string) string {

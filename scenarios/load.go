@@ -429,7 +429,7 @@ func (l *loader) objects(src ObjectSource, node *yaml.Node, path string) []Objec
 			l.addf(src.Inline.Line, path+".inline", "%s", msg)
 			return nil
 		}
-		return []Object{{Unstructured: obj, Origin: fmt.Sprintf("%s:%d", l.file, src.Inline.Line)}}
+		return []Object{{Unstructured: obj, File: l.file, Line: src.Inline.Line}}
 	}
 	file := src.File
 	if !filepath.IsAbs(file) {
@@ -457,7 +457,7 @@ func ReadManifests(file string, data []byte) ([]Object, []Problem) {
 		if msg != "" {
 			return &Problem{File: file, Line: content.Line, Message: msg}
 		}
-		objs = append(objs, Object{Unstructured: obj, Origin: fmt.Sprintf("%s:%d", file, content.Line)})
+		objs = append(objs, Object{Unstructured: obj, File: file, Line: content.Line})
 		return nil
 	})
 	return objs, problems

@@ -87,8 +87,8 @@ func TestLoadTheContractsExample(t *testing.T) {
 	if len(sc.Objects) != 3 || sc.Objects[1].GetName() != "two" || sc.Objects[2].GetKind() != "ServiceAccount" {
 		t.Errorf("objects: %v", sc.Objects)
 	}
-	if !strings.HasSuffix(sc.Objects[1].Origin, "jobset.yaml:5") {
-		t.Errorf("origin of the second document: %s", sc.Objects[1].Origin)
+	if !strings.HasSuffix(sc.Objects[1].Origin(), "jobset.yaml:5") {
+		t.Errorf("origin of the second document: %s", sc.Objects[1].Origin())
 	}
 	if len(sc.Pools) != 1 || sc.Pools[0].Count != 2 || sc.Pools[0].Capacity.Name("google.com/tpu", "").String() != "4" {
 		t.Errorf("pools: %+v", sc.Pools)

@@ -264,7 +264,7 @@ func Apply(ctx context.Context, cluster *envtest.Cluster, dyn dynamic.Interface,
 		gvk := u.GroupVersionKind()
 		mapping, err := cluster.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return fmt.Errorf("%s: %s %s: the cluster does not serve this kind: %w", obj.Origin, u.GetAPIVersion(), u.GetKind(), err)
+			return fmt.Errorf("%s: %s %s: the cluster does not serve this kind: %w", obj.Origin(), u.GetAPIVersion(), u.GetKind(), err)
 		}
 		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
 		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
@@ -273,7 +273,7 @@ func Apply(ctx context.Context, cluster *envtest.Cluster, dyn dynamic.Interface,
 			}
 			if !made[u.GetNamespace()] {
 				if err := cluster.EnsureNamespace(ctx, u.GetNamespace()); err != nil {
-					return fmt.Errorf("%s: %w", obj.Origin, err)
+					return fmt.Errorf("%s: %w", obj.Origin(), err)
 				}
 				made[u.GetNamespace()] = true
 			}
@@ -285,7 +285,7 @@ func Apply(ctx context.Context, cluster *envtest.Cluster, dyn dynamic.Interface,
 			_, err = ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 		}
 		if err != nil {
-			return fmt.Errorf("%s: applying %s %s: %w", obj.Origin, u.GetKind(), u.GetName(), err)
+			return fmt.Errorf("%s: applying %s %s: %w", obj.Origin(), u.GetKind(), u.GetName(), err)
 		}
 	}
 	return nil

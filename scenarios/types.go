@@ -115,8 +115,18 @@ type ObjectSource struct {
 // Object is one manifest to apply, with where it came from.
 type Object struct {
 	*unstructured.Unstructured
-	// Origin is "FILE:LINE" of the manifest.
-	Origin string
+	// File and Line are where the manifest starts; File may instead say in words where an
+	// object made by a tool came from, Line then 0.
+	File string
+	Line int
+}
+
+// Origin is "FILE:LINE" of the manifest, or its File alone when it has no line.
+func (o Object) Origin() string {
+	if o.Line > 0 {
+		return fmt.Sprintf("%s:%d", o.File, o.Line)
+	}
+	return o.File
 }
 
 // NodeTarget names a node directly or as the node a pod is bound to.

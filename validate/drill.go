@@ -89,7 +89,7 @@ func drill(ctx context.Context, docs []*Document, opts DrillOptions, base envtes
 	var js *jobsetv1alpha2.JobSet
 	var objects []scenarios.Object
 	for _, d := range docs {
-		objects = append(objects, scenarios.Object{Unstructured: d.Object, Origin: fmt.Sprintf("%s:%d", d.File, d.Line)})
+		objects = append(objects, scenarios.Object{Unstructured: d.Object, File: d.File, Line: d.Line})
 		if d.Kind() != "JobSet" || js != nil {
 			continue
 		}
@@ -262,7 +262,7 @@ func missingServiceAccounts(js *jobsetv1alpha2.JobSet, docs []*Document) []scena
 		sa.SetKind("ServiceAccount")
 		sa.SetName(name)
 		sa.SetNamespace(js.Namespace)
-		objs = append(objs, scenarios.Object{Unstructured: sa, Origin: "drill: service account " + name + " of JobSet " + js.Name})
+		objs = append(objs, scenarios.Object{Unstructured: sa, File: "drill: service account " + name + " of JobSet " + js.Name})
 	}
 	return objs
 }
