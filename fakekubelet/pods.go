@@ -50,7 +50,7 @@ type podState struct {
 	reasons map[string]status.Waiting
 	// backoff is the crash-loop backoff of the pod's containers, keyed by container and image.
 	backoff *flowcontrol.Backoff
-	// probing: the pod's probe workers were added (its first sync since the kubelet started).
+	// probing: the pod's probe workers were added (its first SyncPod since the kubelet started).
 	probing bool
 	// stopIssued: instance IDs the kubelet has begun to stop (preStop included).
 	stopIssued map[string]bool
@@ -278,11 +278,6 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	st := p.state(uid)
-	if !st.probing && podactions.Update(st.phase, pod, &pod.Status) == podactions.SyncPod {
-		// SyncPod adds the pod's probe workers; a pod that terminates has none.
-		st.probing = true
-		p.prober.AddPod(pod, p.kubeletStart(n.Name()))
-	}
 	var rt *container.PodStatus
 	if st.goesOn.Load() {
 		// A step of a SyncPod under way: the kubelet's SyncPod sees its own kills and hooks end.
@@ -705,11 +700,17 @@ func (p *pods) kill(ctx context.Context, pod *corev1.Pod, st *podState, k podact
 }
 
 // advance moves the pod's worker to the phase the plan ended in (podactions.Phase, whose
-// phase.go decides every move), and does what entering it does: on TerminatingPod the
-// liveness and startup probes of the regular containers stop and the termination's grace
-// starts to count (syncTerminatingPod, before its kill); on TerminatedPod the probe workers
-// end and the pod's tokens are dropped (after the kill, and the volume managers' UnregisterPod).
+// phase.go decides every move), and does what being or entering it does: in SyncPod the pod's
+// probe workers are added at its first sync (a pod that terminates gets none); on
+// TerminatingPod the liveness and startup probes of the regular containers stop and the
+// termination's grace starts to count (syncTerminatingPod, before its kill); on TerminatedPod
+// the probe workers end and the pod's tokens are dropped (after the kill, and the volume
+// managers' UnregisterPod).
 func (p *pods) advance(pod *corev1.Pod, st *podState, to podactions.Phase) {
+	if to == podactions.SyncPod && !st.probing {
+		st.probing = true
+		p.prober.AddPod(pod, p.kubeletStart(pod.Spec.NodeName))
+	}
 	if to == st.phase {
 		return
 	}
