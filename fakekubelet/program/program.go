@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/restartbed/restartbed/fakekubelet/vfs"
+	"github.com/restartbed/restartbed/internal/imageglob"
 )
 
 // Program is an in-process container program. Run's context is cancelled when the container is
@@ -134,7 +135,7 @@ func (r Rule) Problems(builtins Builtins) []string {
 		problems = append(problems, fmt.Sprintf(".binary: %q is not an absolute path", r.Binary))
 	}
 	if r.Image != "" {
-		if _, err := compileGlob(r.Image); err != nil {
+		if _, err := imageglob.Compile(r.Image); err != nil {
 			problems = append(problems, fmt.Sprintf(".image: bad glob %q: %v", r.Image, err))
 		}
 	}
@@ -151,7 +152,7 @@ func (r Rule) Matches(c *corev1.Container) bool {
 	var image *regexp.Regexp
 	if r.Image != "" {
 		var err error
-		if image, err = compileGlob(r.Image); err != nil {
+		if image, err = imageglob.Compile(r.Image); err != nil {
 			return false
 		}
 	}
@@ -161,45 +162,6 @@ func (r Rule) Matches(c *corev1.Container) bool {
 // matches is Matches with the image glob compiled (nil: the rule has none).
 func (r Rule) matches(c *corev1.Container, image *regexp.Regexp) bool {
 	return (r.Container == "" || r.Container == c.Name) && (image == nil || image.MatchString(c.Image))
-}
-
-// compileGlob turns an image glob into an anchored regular expression.
-func compileGlob(glob string) (*regexp.Regexp, error) {
-	var b strings.Builder
-	b.WriteString("^")
-	runes := []rune(glob)
-	for i := 0; i < len(runes); i++ {
-		switch r := runes[i]; r {
-		case '*':
-			b.WriteString(".*")
-		case '?':
-			b.WriteString(".")
-		case '\\':
-			if i+1 == len(runes) {
-				return nil, errors.New("trailing backslash")
-			}
-			i++
-			b.WriteString(regexp.QuoteMeta(string(runes[i])))
-		case '[':
-			end := slices.Index(runes[i+1:], ']')
-			if end < 0 {
-				return nil, errors.New("unterminated character class")
-			}
-			class := string(runes[i+1 : i+1+end])
-			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
-			}
-			if class == "" || class == "^" {
-				return nil, errors.New("empty character class")
-			}
-			b.WriteString("[" + strings.ReplaceAll(class, "\\", "\\\\") + "]")
-			i += end + 1
-		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
-		}
-	}
-	b.WriteString("$")
-	return regexp.Compile(b.String())
 }
 
 // Registry is an ordered list of rules.
@@ -234,7 +196,7 @@ func NewRegistry(rules []Rule, builtins Builtins, allowBinaries bool) (*Registry
 			reg.rules[i].Program = builtins[r.Builtin]
 		}
 		if r.Image != "" {
-			reg.images[i], _ = compileGlob(r.Image) // Problems above refused a glob that does not compile
+			reg.images[i], _ = imageglob.Compile(r.Image) // Problems above refused a glob that does not compile
 		}
 	}
 	return reg, nil
