@@ -28,7 +28,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -37,6 +36,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
+	"github.com/restartbed/restartbed/fakekubelet/images"
 	"github.com/restartbed/restartbed/fakekubelet/logs"
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/program"
@@ -315,15 +315,15 @@ func (r *Runtime) Status(uid types.UID) (container.PodStatus, bool) {
 	return ps, true
 }
 
-// imageOf normalizes an image as containerd reports it and derives a stable digest for it.
+// imageOf is the image as containerd reports a started container's: its normalized name and
+// digest (images.Resolve). The image manager refused a name that is not a reference before any
+// start; a caller that did not ask it gets the name back for both.
 func imageOf(image string) (name, ref string) {
-	named, err := reference.ParseNormalizedNamed(image)
+	name, ref, err := images.Resolve(image)
 	if err != nil {
 		return image, image
 	}
-	named = reference.TagNameOnly(named)
-	sum := sha256.Sum256([]byte(named.String()))
-	return named.String(), named.Name() + "@sha256:" + hex.EncodeToString(sum[:])
+	return name, ref
 }
 
 // Start creates and starts an instance of c. A container whose command cannot run gets an
