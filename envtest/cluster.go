@@ -29,6 +29,7 @@ import (
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
+	"github.com/restartbed/restartbed/fakekubelet/images"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/internal/pki"
 	"github.com/restartbed/restartbed/timing"
@@ -79,6 +80,8 @@ type Options struct {
 	ExternalNodes int
 	// Programs assign in-process programs or scripts to containers (see fakekubelet.Options).
 	Programs []program.Rule
+	// Images say which images the registry has and how their pulls go (fakekubelet.Options.Images).
+	Images []images.Rule
 	// Builtins are the programs a rule's Builtin may name. Default: restartbed's
 	// (builtins.Programs(): JobSet's agent as "agent").
 	Builtins program.Builtins
@@ -359,7 +362,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{API: c.kubeletAPI.kubeletOptions(),
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-			Programs: opts.Programs, Builtins: opts.builtinPrograms(), HostBinaries: c.hostBinaries,
+			Programs: opts.Programs, Images: opts.Images, Builtins: opts.builtinPrograms(), HostBinaries: c.hostBinaries,
 			KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
 			NodeIdentities: true,
 		})

@@ -117,6 +117,7 @@ func (k *Kubelet) letGo(ctx context.Context, name string) {
 		return
 	}
 	k.closeServing(name)
+	k.images.ForgetNode(name) // a node adopted again under the name is another machine
 	for _, pod := range k.pods.onNode(name) {
 		k.pods.queue.Add(pod.UID)
 	}

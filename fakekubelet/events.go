@@ -12,8 +12,9 @@ import (
 )
 
 // Event reasons the kubelet writes (k8s.io/kubernetes/pkg/kubelet/events). restartbed records the
-// ones about trouble and stops; it does not record Pulled, Created and Started, which would
-// double the API writes of every container start and which nothing in a restart flow reads.
+// ones about trouble and stops, and those of images (package images: Pulling, Pulled, ...); it
+// does not record Created and Started yet, which would add two API writes to every container
+// start.
 const (
 	eventKilling   = "Killing"
 	eventBackOff   = "BackOff"

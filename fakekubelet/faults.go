@@ -110,6 +110,7 @@ func (k *Kubelet) resync(n *nodes.Node) {
 	for _, pod := range k.pods.onNode(n.Name()) {
 		k.pods.forgetState(pod.UID)
 		k.status.Forget(pod.UID)
+		k.images.KubeletRestarted(pod.UID)
 		k.pods.queue.Add(pod.UID)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/restartbed/restartbed/fakekubelet/images"
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/pleg"
@@ -44,7 +45,9 @@ const syncFrequency = time.Minute
 
 // Kubelet emulates the kubelets of every node of a cluster, and its scheduler.
 type Kubelet struct {
-	opts   Options
+	opts Options
+	// images are the nodes' image stores and pulls.
+	images *images.Manager
 	client kubernetes.Interface
 	// ids are the nodes' kubelets' clients (Options.NodeIdentities).
 	ids   *identities
@@ -94,6 +97,12 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: Options.KubeletVersion: %w", err)
 	}
+	secretPulled, gateSet := opts.FeatureGates[gateEnsureSecretPulledImages]
+	imgs, err := images.NewManager(images.Options{Rules: opts.Images, BackOff: opts.Timing.CrashLoopBackOff, BackOffMax: opts.Timing.CrashLoopBackOffMax,
+		SecretPulledImages: secretPulled || !gateSet, Clock: opts.Clock})
+	if err != nil {
+		return nil, fmt.Errorf("fakekubelet: Options.Images: %w", err)
+	}
 	var specs []nodes.Spec
 	for _, pool := range opts.Pools {
 		labels := maps.Clone(pool.Labels)
@@ -112,12 +121,12 @@ func New(opts Options) (*Kubelet, error) {
 		admin = client
 	}
 	set, err := nodes.New(nodes.Options{Client: ids.client, Admin: admin, Clock: opts.Clock, Timing: opts.Timing, KubeletVersion: opts.KubeletVersion,
-		DeclaredFeatures: opts.DeclaredFeatures, Nodes: specs})
+		DeclaredFeatures: opts.DeclaredFeatures, Images: imgs.NodeImages, Nodes: specs})
 	if err != nil {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
 	return &Kubelet{opts: opts, client: client, ids: ids, clock: opts.Clock, programs: programs, release: rel, nodes: set,
-		serving: map[string]*nodeServing{}}, nil
+		images: imgs, serving: map[string]*nodeServing{}}, nil
 }
 
 // NodeNames lists the nodes in registration order.
@@ -259,6 +268,7 @@ func (k *Kubelet) Stop() {
 			k.rt.KillAll()
 			k.rt.Wait()
 		}
+		k.images.Stop()
 	})
 }
 
@@ -313,7 +323,8 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
 		nodes: k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
 		podIP: map[types.UID]podAddress{}, started: k.clock.Now(), restarted: map[string]time.Time{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release,
-		sources: sources, tokens: tokens}
+		sources: sources, tokens: tokens, images: k.images}
+	k.images.Notify(p.pulled)
 	statusFor := status.OneClient(statusClient.CoreV1())
 	if k.opts.NodeIdentities {
 		statusFor = k.ids.pods

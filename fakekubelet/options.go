@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
+	"github.com/restartbed/restartbed/fakekubelet/images"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/internal/pki"
 	"github.com/restartbed/restartbed/timing"
@@ -37,6 +38,10 @@ type NodePool struct {
 
 // NodeName is the name of the pool's i-th node: <pool>-<i>.
 func (p NodePool) NodeName(i int) string { return fmt.Sprintf("%s-%d", p.Name, i) }
+
+// gateEnsureSecretPulledImages is the kubelet's gate that changes the Pulled event of an image
+// already present; on by default in every supported release.
+const gateEnsureSecretPulledImages = "KubeletEnsureSecretPulledImages"
 
 // GateRestartAllContainers is the feature gate the kubelets read from Options.FeatureGates: it
 // allows the RestartAllContainers action of restart rules.
@@ -110,6 +115,9 @@ type Options struct {
 	// writes, its pods' tokens and its reads of their ConfigMaps and Secrets then pass the Node
 	// authorizer and NodeRestriction as a kubelet's do (identity.go). Off, they all act as Config's.
 	NodeIdentities bool
+	// Images say which images the registry has and how their pulls go (package images): the
+	// first rule matching an image wins; an image no rule matches exists and pulls at once.
+	Images []images.Rule
 	// Manage chooses existing Node objects the kubelet takes over, beside the Pools it registers,
 	// as KWOK's controller chooses the nodes it manages (docs/join.md). Zero: none.
 	Manage ManagedNodes

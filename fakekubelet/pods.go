@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
+	"github.com/restartbed/restartbed/fakekubelet/images"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/pleg"
 	"github.com/restartbed/restartbed/fakekubelet/podactions"
@@ -75,6 +76,8 @@ type podState struct {
 	// remount: a ConfigMap or Secret the pod projects changed, or its tokens are due; the next
 	// sync projects its volumes again (remount). Set from informers, hence atomic.
 	remount atomic.Bool
+	// pulling: a start waits for its image's pull; cleared when the pull ends (pulled).
+	pulling atomic.Bool
 }
 
 // pods runs the pods bound to the kubelet's nodes: one sync per pod event, container exit,
@@ -99,6 +102,8 @@ type pods struct {
 	sources runtime.Sources
 	// tokens is the token cache the sources' tokens come from; a deleted pod's are dropped.
 	tokens *token.Manager
+	// images are the nodes' images: a start finds its image there or pulls it.
+	images *images.Manager
 
 	mu     sync.Mutex
 	states map[types.UID]*podState
@@ -160,6 +165,7 @@ func (p *pods) state(uid types.UID) *podState {
 // teardown kills the pod's containers and forgets it: sandbox, status, state and IP.
 func (p *pods) teardown(uid types.UID) {
 	p.rt.RemovePod(uid)
+	p.images.ForgetPod(uid)
 	p.status.Forget(uid)
 	p.forgetState(uid)
 	p.releaseIP(uid)
@@ -381,6 +387,18 @@ func (p *pods) syncGoesOn(st *podState, rt *container.PodStatus) bool {
 	return false
 }
 
+// pulled is the images' report that a pull a start of the pod waited for has ended: the sync
+// under way goes on (endSync), starting the container or showing why it cannot.
+func (p *pods) pulled(uid types.UID) {
+	p.mu.Lock()
+	st := p.states[uid]
+	p.mu.Unlock()
+	if st != nil {
+		st.pulling.Store(false)
+	}
+	p.queue.Add(uid)
+}
+
 // changed is the runtime's notification of a change in the pod: the PLEG's next relist
 // inspects it, and a SyncPod under way goes on at once (endSync).
 func (p *pods) changed(uid types.UID) {
@@ -408,7 +426,7 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node, rt *container
 	}
 	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: n.InternalIP().String(), Rules: p.rules,
 		Release: p.release, Probes: p.prober.Results(pod.UID), Reasons: cloneNonEmpty(st.reasons), Backoff: backoffAfter(pod, rt, st.backoff),
-		Stopping: cloneNonEmpty(st.stopIssued), Killing: cloneNonEmpty(st.killing), Restarts: cloneNonEmpty(st.restarts), PostStart: p.hooks.of(rt),
+		Stopping: cloneNonEmpty(st.stopIssued), Killing: cloneNonEmpty(st.killing), Restarts: cloneNonEmpty(st.restarts), PostStart: p.hooks.of(rt), Pulling: st.pulling.Load(),
 		Phase: st.phase, TerminatingAt: st.terminatingAt, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
 }
 
@@ -516,10 +534,33 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *pod
 	return nil
 }
 
-// start starts a container the plan starts; a restart advances its crash-loop backoff. It
-// reports whether the container's postStart hook now runs.
+// start starts a container the plan starts, once its image is present; a restart advances its
+// crash-loop backoff. It reports whether the sync's next starts wait: for the image's pull or
+// for the container's postStart hook.
 func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *container.PodStatus, s podactions.Start) bool {
 	c := s.Container
+	// Set before the pull is asked for: its end (pulled), which clears it, may come at once.
+	st.pulling.Store(true)
+	img := p.images.Ensure(pod.Spec.NodeName, pod, c)
+	for _, e := range img.Events {
+		p.events.container(pod, c, e.Type, e.Reason, "%s", e.Message)
+	}
+	if !img.Pulling {
+		st.pulling.Store(false)
+	}
+	switch {
+	case img.Pulling:
+		// SyncPod waits in startContainer while the image is pulled; the pull's end brings the
+		// sync that starts the container, or shows why it cannot.
+		st.actionBegins()
+		return true
+	case img.Reason != "":
+		// The kubelet's reason cache shows the failure; the pod worker syncs the pod again after
+		// its back-off period, when the next start finds the image's pull backoff.
+		st.reasons[c.Name] = status.Waiting{Reason: img.Reason, Message: img.Message}
+		p.queue.AddAfter(pod.UID, syncErrorBackOff)
+		return false // the plan starts no container after a regular init container
+	}
 	if s.BackoffKey != "" {
 		st.backoff.Next(s.BackoffKey, s.BackoffSince)
 	}
@@ -737,6 +778,7 @@ func (p *pods) finishDeleted(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	p.rt.RemovePod(pod.UID)
+	p.images.ForgetPod(pod.UID)
 	p.prober.RemovePod(pod.UID)
 	p.tokens.Forget(pod.UID)
 	p.releaseIP(pod.UID)

@@ -26,6 +26,7 @@ import (
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
+	"github.com/restartbed/restartbed/fakekubelet/images"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/timing"
 )
@@ -51,6 +52,8 @@ type Options struct {
 	Programs          []program.Rule
 	Builtins          program.Builtins
 	AllowHostBinaries bool
+	// Images say which images the registry has and how their pulls go (fakekubelet.Options).
+	Images []images.Rule
 	// NodeIP is the address the nodes advertise as their InternalIP: where the apiserver reaches
 	// their kubelet API. Required.
 	NodeIP netip.Addr
@@ -144,7 +147,7 @@ func Start(ctx context.Context, opts Options) (*Kubelets, error) {
 	}
 	k.Kubelet, err = fakekubelet.New(fakekubelet.Options{
 		Config: opts.Config, Pools: opts.Pools, Manage: opts.Manage, FeatureGates: gates, Timing: profile,
-		Logger: opts.Logger, Programs: opts.Programs, Builtins: builtins, HostBinaries: k.host, NodeIdentities: opts.NodeIdentities,
+		Logger: opts.Logger, Programs: opts.Programs, Images: opts.Images, Builtins: builtins, HostBinaries: k.host, NodeIdentities: opts.NodeIdentities,
 		KubeletVersion: kubeletVersion, DeclaredFeatures: release.DeclaredFeatures(gates),
 		API: api,
 	})

@@ -349,6 +349,21 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 			l.addf(line("spec", "programs", i), path+field, "%s", msg)
 		}
 	}
+	for i := range spec.Images {
+		img := &spec.Images[i]
+		path := fmt.Sprintf("spec.images[%d]", i)
+		if img.Size != "" {
+			if q, err := resource.ParseQuantity(img.Size); err != nil {
+				l.addf(line("spec", "images", i, "size"), path+".size", "bad quantity %q: %v", img.Size, err)
+			} else {
+				img.sizeBytes = q.Value()
+			}
+		}
+		for _, problem := range img.rule().Problems() {
+			field, msg, _ := strings.Cut(problem, ": ")
+			l.addf(line("spec", "images", i, strings.TrimPrefix(field, ".")), path+field, "%s", msg)
+		}
+	}
 	for i, src := range spec.Objects {
 		sc.Objects = append(sc.Objects, l.objects(src, yamlpath.At(doc, "spec", "objects", i), fmt.Sprintf("spec.objects[%d]", i))...)
 	}

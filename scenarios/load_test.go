@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // valid is SCENARIOS.md's example, with its manifest file beside it.
@@ -243,5 +244,59 @@ func TestHostBinaryPrograms(t *testing.T) {
 	_, err = Load(filepath.Join(dir, "s.yaml"))
 	if err == nil || !strings.Contains(err.Error(), "s.yaml:24: spec.programs[0].binary: "+agent+" is not an executable file") {
 		t.Errorf("a binary that is not executable: %v", err)
+	}
+}
+
+// spec.images: each entry becomes a rule of the image model; every bad entry is reported at its
+// field's line, all at once.
+func TestImages(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "manifests/jobset.yaml", manifest)
+	images := `  images:
+  - image: "not-exist-image:*"
+    missing: true
+  - image: "registry.example/team/*"
+    failPulls: 2
+    pullTime: 90s
+    size: 40Gi
+  objects:
+`
+	sc, err := Load(write(t, dir, "s.yaml", strings.Replace(valid, "  objects:\n", images, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := sc.ClusterOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Images) != 2 || !opts.Images[0].Missing || opts.Images[1].FailPulls != 2 || *opts.Images[1].PullTime != 90*time.Second ||
+		opts.Images[1].SizeBytes != 40<<30 {
+		t.Errorf("image rules %+v", opts.Images)
+	}
+
+	bad := `  images:
+  - image: "[a"
+    missing: true
+    unreachable: true
+  - failPulls: -1
+    size: lots
+  objects:
+`
+	_, err = Load(write(t, dir, "s.yaml", strings.Replace(valid, "  objects:\n", bad, 1)))
+	var invalid *InvalidError
+	if !errors.As(err, &invalid) {
+		t.Fatalf("want an *InvalidError, got %v", err)
+	}
+	got := strings.ReplaceAll(err.Error(), dir+"/", "")
+	for _, want := range []string{
+		`s.yaml:29: spec.images[0].image: bad glob "[a": unterminated character class`,
+		"s.yaml:31: spec.images[0].unreachable: an image is missing or its registry unreachable, not both",
+		"s.yaml:32: spec.images[1].image: required",
+		"s.yaml:32: spec.images[1].failPulls: must not be negative, got -1",
+		`s.yaml:33: spec.images[1].size: bad quantity "lots"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("got:\n%s\nwant it to contain:\n%s", got, want)
+		}
 	}
 }

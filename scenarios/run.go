@@ -117,6 +117,9 @@ func (sc *Scenario) ClusterOptions() (envtest.Options, error) {
 	for _, p := range sc.Spec.Programs {
 		opts.Programs = append(opts.Programs, p.rule())
 	}
+	for _, img := range sc.Spec.Images {
+		opts.Images = append(opts.Images, img.rule())
+	}
 	return opts, nil
 }
 

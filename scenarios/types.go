@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/images"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 )
 
@@ -62,6 +63,7 @@ type Spec struct {
 	Nodes             []NodePool      `yaml:"nodes"`
 	Controllers       Controllers     `yaml:"controllers"`
 	Programs          []Program       `yaml:"programs"`
+	Images            []Image         `yaml:"images"`
 	Objects           []ObjectSource  `yaml:"objects"`
 	Steps             []Step          `yaml:"steps"`
 }
@@ -103,6 +105,28 @@ type Program struct {
 // rule is the fake kubelet's form of the program assignment.
 func (p Program) rule() program.Rule {
 	return program.Rule{Container: p.Container, Image: p.Image, Builtin: p.Builtin, Script: p.Run, Binary: p.Binary}
+}
+
+// Image is one entry of spec.images: how the registry treats the images it matches
+// (fakekubelet/images.Rule).
+type Image struct {
+	Image       string    `yaml:"image"`
+	Missing     bool      `yaml:"missing"`
+	Unreachable bool      `yaml:"unreachable"`
+	FailPulls   int       `yaml:"failPulls"`
+	PullTime    *Duration `yaml:"pullTime"`
+	// Size is a quantity ("40Gi"); Load reads it into sizeBytes.
+	Size      string `yaml:"size"`
+	sizeBytes int64
+}
+
+// rule is the fake kubelet's form of the entry.
+func (i Image) rule() images.Rule {
+	r := images.Rule{Image: i.Image, Missing: i.Missing, Unreachable: i.Unreachable, FailPulls: i.FailPulls, SizeBytes: i.sizeBytes}
+	if i.PullTime != nil {
+		r.PullTime = &i.PullTime.Duration
+	}
+	return r
 }
 
 // ObjectSource is a manifest file (multi-document YAML, relative to the scenario file) or one

@@ -112,7 +112,7 @@ node losing power would. See docs/join.md.`,
 		"CA certificates (PEM) whose client certificates the kubelet API accepts, beside the apiserver's published client CA")
 	fs.BoolVar(&f.nodeIdentities, "node-identities", false,
 		"each node's kubelet acts as system:node:NAME (impersonated), limited by the cluster's Node authorizer and NodeRestriction; needs config/kubelet/node-identities.yaml")
-	fs.StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates and programs to use (its objects and steps are not)")
+	fs.StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and images to use (its objects and steps are not)")
 	fs.BoolVar(&f.allowBinaries, "allow-host-binaries", false,
 		"let the --from scenario's programs run host executables as containers' processes (needs root)")
 	return cmd
@@ -137,7 +137,7 @@ func joinOptions(f kubeletFlags) (join.Options, error) {
 		if err != nil {
 			return opts, err
 		}
-		opts.Pools, opts.Programs, opts.Timing, opts.FeatureGates = co.Nodes, co.Programs, co.Timing, co.FeatureGates
+		opts.Pools, opts.Programs, opts.Images, opts.Timing, opts.FeatureGates = co.Nodes, co.Programs, co.Images, co.Timing, co.FeatureGates
 		if !f.set("kubernetes-version") {
 			opts.KubernetesVersion = co.KubernetesVersion
 		}

@@ -48,6 +48,8 @@ type Node struct {
 	// cutOff: the node is partitioned from the apiserver: its kubelet and its pods' programs
 	// reach nothing.
 	cutOff atomic.Bool
+	// postedImages are the images the node's status last posted (Set.images).
+	postedImages atomic.Pointer[[]corev1.ContainerImage]
 }
 
 // Name is the node's name.

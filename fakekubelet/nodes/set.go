@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,6 +72,9 @@ type Options struct {
 	KubeletVersion string
 	// DeclaredFeatures are what the nodes publish in status.declaredFeatures.
 	DeclaredFeatures []string
+	// Images are the images the named node's runtime holds, as its status reports them
+	// (status.images); nil: the nodes report none.
+	Images func(node string) []corev1.ContainerImage
 	// Nodes are the nodes, in registration order; at most MaxNodes, each name once.
 	Nodes []Spec
 }
@@ -199,6 +203,9 @@ func (s *Set) takeOver(ctx context.Context, n *Node, current *corev1.Node) error
 	}
 	if len(want.Status.DeclaredFeatures) > 0 {
 		st["declaredFeatures"] = want.Status.DeclaredFeatures
+	}
+	if s.opts.Images != nil {
+		st["images"] = want.Status.Images
 	}
 	if len(current.Status.Capacity) == 0 {
 		st["capacity"] = want.Status.Capacity
@@ -354,8 +361,29 @@ func (s *Set) object(n *Node) *corev1.Node {
 				Architecture:            "amd64",
 			},
 			DeclaredFeatures: slices.Clone(s.opts.DeclaredFeatures),
+			Images:           s.images(n),
 		},
 	}
+}
+
+// images are the images the node's status reports now, remembered as posted: a later change is
+// posted at the next status check (Heartbeat).
+func (s *Set) images(n *Node) []corev1.ContainerImage {
+	if s.opts.Images == nil {
+		return nil
+	}
+	imgs := s.opts.Images(n.Name())
+	n.postedImages.Store(&imgs)
+	return imgs
+}
+
+// imagesChanged reports whether the node's images differ from those its status last posted.
+func (s *Set) imagesChanged(n *Node) bool {
+	if s.opts.Images == nil {
+		return false
+	}
+	posted := n.postedImages.Load()
+	return posted == nil || !equality.Semantic.DeepEqual(*posted, s.opts.Images(n.Name()))
 }
 
 // healthyConditions are the conditions a healthy kubelet posts, all changed at now.
@@ -373,7 +401,9 @@ func healthyConditions(now metav1.Time) []corev1.NodeCondition {
 
 // Heartbeat renews every connected node's Lease each renew interval and re-posts its status each
 // report period, from one goroutine for all nodes, until ctx ends. current reads the nodes as the
-// API last showed them.
+// API last showed them. A status that changed (the node's images) is posted at the next renewal
+// rather than the next report: the kubelet compares its status with the last posted every
+// nodeStatusUpdateFrequency, which is the renew interval of upstream's defaults (10 s).
 func (s *Set) Heartbeat(ctx context.Context, current corelisters.NodeLister) {
 	logger := klog.FromContext(ctx)
 	renew := s.opts.Clock.NewTicker(s.opts.Timing.NodeLeaseRenewInterval)
@@ -387,7 +417,15 @@ func (s *Set) Heartbeat(ctx context.Context, current corelisters.NodeLister) {
 			return
 		case <-renew.C():
 			now := metav1.NewMicroTime(s.opts.Clock.Now())
-			write = func(ctx context.Context, n *Node) error { return s.renewLease(ctx, n, now) }
+			write = func(ctx context.Context, n *Node) error {
+				if err := s.renewLease(ctx, n, now); err != nil {
+					return err
+				}
+				if s.imagesChanged(n) {
+					return s.postStatus(ctx, n, apiNode(current, n), metav1.Time(now))
+				}
+				return nil
+			}
 		case <-report.C():
 			now := metav1.NewTime(s.opts.Clock.Now())
 			write = func(ctx context.Context, n *Node) error { return s.postStatus(ctx, n, apiNode(current, n), now) }
@@ -440,7 +478,7 @@ func (s *Set) renewLease(ctx context.Context, n *Node, now metav1.MicroTime) err
 }
 
 // postStatus posts the node's conditions as a healthy kubelet reports them, with a new heartbeat
-// time: one strategic merge patch of the status, keyed by condition type. A condition whose
+// time, and its images: one strategic merge patch of the status, conditions keyed by type. A condition whose
 // status differs from the one the API holds (the node lifecycle controller's Unknown, after a
 // partition) moves back with a new transition time; the others keep theirs. current is the node
 // as last seen in the API, or nil.
@@ -458,7 +496,12 @@ func (s *Set) postStatus(ctx context.Context, n *Node, current *corev1.Node, now
 		}
 		conditions = append(conditions, cond)
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conditions}})
+	st := map[string]any{"conditions": conditions}
+	if s.opts.Images != nil {
+		// status.images has no merge key: the list is replaced whole, as the kubelet's patch does.
+		st["images"] = s.images(n)
+	}
+	patch, err := json.Marshal(map[string]any{"status": st})
 	if err != nil {
 		return err
 	}

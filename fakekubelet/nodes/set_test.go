@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -309,5 +311,75 @@ func TestKubeletMaySet(t *testing.T) {
 		if got := kubeletMaySet(key); got != want {
 			t.Errorf("kubeletMaySet(%q) = %v, want %v", key, got, want)
 		}
+	}
+}
+
+// TestImagesChangePostedAtTheNextRenewal: the node registers with its images; a change is posted
+// at the next renewal, and an unchanged list posts nothing but the Lease.
+func TestImagesChangePostedAtTheNextRenewal(t *testing.T) {
+	s, client, clk := newSet(t, Spec{Name: "a"})
+	var mu sync.Mutex
+	have := []corev1.ContainerImage{{Names: []string{"docker.io/library/pause@sha256:1", "docker.io/library/pause:3.10"}, SizeBytes: 300 << 10}}
+	s.opts.Images = func(string) []corev1.ContainerImage {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(have)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := client.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{}); len(n.Status.Images) != 1 || n.Status.Images[0].Names[1] != "docker.io/library/pause:3.10" {
+		t.Fatalf("registered with images %v, want pause", n.Status.Images)
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	lister := factory.Core().V1().Nodes().Lister()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	waiters := clk.Waiters()
+	done := make(chan struct{})
+	go func() { s.Heartbeat(ctx, lister); close(done) }()
+	defer func() { cancel(); <-done }()
+	clocktest.WaitForWaiters(t, clk, waiters+2, "the heartbeat's lease and status tickers")
+
+	// renewal steps the clock to the next renewal and returns the status patches it brought: the
+	// heartbeat posts the status right after the Lease, so a status patch is awaited briefly.
+	renewal := func() []string {
+		t.Helper()
+		client.ClearActions()
+		clk.Step(timing.Realistic().NodeLeaseRenewInterval)
+		start := time.Now()
+		for deadline := start.Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			var leases int
+			var status []string
+			for _, a := range client.Actions() {
+				if p, ok := a.(clienttesting.PatchAction); ok {
+					switch a.GetResource().Resource {
+					case "leases":
+						leases++
+					case "nodes":
+						status = append(status, string(p.GetPatch()))
+					}
+				}
+			}
+			if leases > 0 && (len(status) > 0 || time.Since(start) > 200*time.Millisecond) {
+				return status
+			}
+		}
+		t.Fatal("no lease renewal")
+		return nil
+	}
+	if got := renewal(); len(got) != 0 {
+		t.Errorf("unchanged images: status patches %v, want none", got)
+	}
+	mu.Lock()
+	have = append(have, corev1.ContainerImage{Names: []string{"docker.io/library/busybox@sha256:2", "docker.io/library/busybox:1.36"}, SizeBytes: 4 << 20})
+	mu.Unlock()
+	if got := renewal(); len(got) != 1 || !strings.Contains(got[0], "busybox:1.36") || !strings.Contains(got[0], "pause:3.10") {
+		t.Errorf("a pulled image: status patches %v, want one listing both images", got)
+	}
+	if n, _ := client.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{}); len(n.Status.Images) != 2 {
+		t.Errorf("node images %v, want two", n.Status.Images)
 	}
 }

@@ -65,6 +65,9 @@ type Input struct {
 	// PostStart holds the instances whose postStart hook has not succeeded, by ID: true while it
 	// runs, false once it failed.
 	PostStart map[string]bool
+	// Pulling: a start of the sync under way waits for its image's pull (SyncPod pulls inside
+	// startContainer).
+	Pulling bool
 	// Restarts are the starts a sync decided together with its kills (Kill.Restart, Deferred),
 	// by container name, whose containers have not started since.
 	Restarts map[string]Restart
@@ -110,12 +113,13 @@ func (p *planner) syncPod() (terminal bool) {
 		p.out.CreateSandbox = true
 		return false
 	}
-	// The kubelet runs a postStart hook inside SyncPod, and kills what SyncPod decided to kill
-	// one after another, waiting for each (killContainer returns once the preStop hook has run
-	// and the container has stopped, or the grace is over). Until then the pod's next sync
-	// waits: nothing is killed, started or restarted or published; the status changes only by
-	// what the probe workers find, as the status manager applies it.
-	if p.postStartRunning() || p.killing() {
+	// The kubelet pulls a container's image and runs its postStart hook inside SyncPod, and
+	// kills what SyncPod decided to kill one after another, waiting for each (killContainer
+	// returns once the preStop hook has run and the container has stopped, or the grace is
+	// over). Until then the pod's next sync waits: nothing is killed, started or restarted or
+	// published; the status changes only by what the probe workers find, as the status manager
+	// applies it.
+	if p.in.Pulling || p.postStartRunning() || p.killing() {
 		return false
 	}
 	// A RestartAllContainers cleanup in progress goes on without publishing anything: the

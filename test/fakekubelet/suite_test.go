@@ -21,6 +21,7 @@ import (
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/images"
 	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/test/specs"
 )
@@ -57,7 +58,8 @@ func TestFakeKubelet(t *testing.T) {
 
 var _ = BeforeSuite(func(ctx context.Context) {
 	cluster = specs.StartCluster(ctx, envtest.Options{Nodes: pools, Programs: []program.Rule{
-		{Container: "whoami", Program: whoami}, {Container: "pinger", Program: pinger}}})
+		{Container: "whoami", Program: whoami}, {Container: "pinger", Program: pinger}},
+		Images: []images.Rule{{Image: "not-exist-image:*", Missing: true}, {Image: "flaky.example/*", FailPulls: 1}}})
 	k8s = cluster.Client
 }, NodeTimeout(specs.StartTimeout))
 

@@ -16,7 +16,7 @@
 // upstream's node e2e runs against a node whose services are up (--host and --bearer-token, a
 // cluster-admin service account's token, and --feature-gates for the gates restartbed turns on).
 // Specs that need what an emulated node cannot give — restarting the kubelet or rebooting the
-// node through systemd, the CRI proxy, an image that fails to pull — are skipped and listed as
-// not applicable, with the reason. The test fails for every applicable spec that fails;
-// -update-docs writes the tables into docs/upstream-tests.md.
+// node through systemd, the CRI proxy — are skipped and listed as not applicable, with the
+// reason. The test fails for every applicable spec that fails; -update-docs writes the tables
+// into docs/upstream-tests.md.
 package kubernetes

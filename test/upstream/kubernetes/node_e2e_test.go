@@ -96,8 +96,6 @@ var notApplicable = []struct {
 		reason: "restarts the kubelet with systemctl; restartbed's kubelets run in its process and have no systemd unit"},
 	{text: `[Rr]eboot`,
 		reason: "reboots the node: stops the kubelet with systemctl and removes its containers with crictl"},
-	{text: `bad image`,
-		reason: "needs an image registry: restartbed pulls no image, so an image that does not exist cannot fail to pull"},
 }
 
 // result is one spec's outcome.
