@@ -82,6 +82,10 @@ type Options struct {
 	Programs []program.Rule
 	// Images say which images the registry has and how their pulls go (fakekubelet.Options.Images).
 	Images []images.Rule
+	// ImageCommands: a container without a command runs its image's entrypoint and default
+	// command, for the images restartbed knows (fakekubelet.Options.ImageCommands); off, it runs
+	// until stopped, as a scenario's containers do.
+	ImageCommands bool
 	// Builtins are the programs a rule's Builtin may name. Default: restartbed's
 	// (builtins.Programs(): JobSet's agent as "agent").
 	Builtins program.Builtins
@@ -362,7 +366,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{API: c.kubeletAPI.kubeletOptions(),
 			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-			Programs: opts.Programs, Images: opts.Images, Builtins: opts.builtinPrograms(), HostBinaries: c.hostBinaries,
+			Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: opts.builtinPrograms(), HostBinaries: c.hostBinaries,
 			KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
 			NodeIdentities: true,
 		})

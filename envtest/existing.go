@@ -117,7 +117,7 @@ func (c *Cluster) startOnExisting(ctx context.Context, opts Options) error {
 	c.Kubelet, err = fakekubelet.New(fakekubelet.Options{
 		API:    api,
 		Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-		Programs: opts.Programs, Builtins: opts.builtinPrograms(),
+		Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: opts.builtinPrograms(),
 		KubeletVersion: kubeletVersion, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
 		NodeIdentities: true,
 	})

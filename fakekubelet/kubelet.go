@@ -342,7 +342,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	}
 	p.informer = informer
 	v := version.MustParseSemantic(k.opts.KubeletVersion) // checked by Options.complete
-	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, Host: k.opts.HostBinaries, ControlPlane: k.opts.ControlPlaneAddr, Network: k.network, Sources: sources, Notify: p.changed,
+	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, ImageCommands: k.opts.ImageCommands, Host: k.opts.HostBinaries, ControlPlane: k.opts.ControlPlaneAddr, Network: k.network, Sources: sources, Notify: p.changed,
 		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
 		ConfigFor: func(pod *corev1.Pod) *rest.Config {
 			cfg := program.PodServiceAccountConfig(k.opts.Config, pod)

@@ -118,6 +118,10 @@ type Options struct {
 	// Images say which images the registry has and how their pulls go (package images): the
 	// first rule matching an image wins; an image no rule matches exists and pulls at once.
 	Images []images.Rule
+	// ImageCommands: a container without a command runs its image's entrypoint and default
+	// command, for the images restartbed knows (docs/images.md): busybox's sh exits at once,
+	// agnhost pauses, nginx serves. Off, such a container runs until stopped.
+	ImageCommands bool
 	// Manage chooses existing Node objects the kubelet takes over, beside the Pools it registers,
 	// as KWOK's controller chooses the nodes it manages (docs/join.md). Zero: none.
 	Manage ManagedNodes

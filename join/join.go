@@ -54,6 +54,8 @@ type Options struct {
 	AllowHostBinaries bool
 	// Images say which images the registry has and how their pulls go (fakekubelet.Options).
 	Images []images.Rule
+	// ImageCommands as in fakekubelet.Options: containers without a command run their image's.
+	ImageCommands bool
 	// NodeIP is the address the nodes advertise as their InternalIP: where the apiserver reaches
 	// their kubelet API. Required.
 	NodeIP netip.Addr
@@ -147,7 +149,7 @@ func Start(ctx context.Context, opts Options) (*Kubelets, error) {
 	}
 	k.Kubelet, err = fakekubelet.New(fakekubelet.Options{
 		Config: opts.Config, Pools: opts.Pools, Manage: opts.Manage, FeatureGates: gates, Timing: profile,
-		Logger: opts.Logger, Programs: opts.Programs, Images: opts.Images, Builtins: builtins, HostBinaries: k.host, NodeIdentities: opts.NodeIdentities,
+		Logger: opts.Logger, Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: builtins, HostBinaries: k.host, NodeIdentities: opts.NodeIdentities,
 		KubeletVersion: kubeletVersion, DeclaredFeatures: release.DeclaredFeatures(gates),
 		API: api,
 	})

@@ -248,7 +248,7 @@ func TestHostBinaryPrograms(t *testing.T) {
 }
 
 // spec.images: each entry becomes a rule of the image model; every bad entry is reported at its
-// field's line, all at once.
+// field's line, all at once. spec.imageCommands turns the images' own commands on.
 func TestImages(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "manifests/jobset.yaml", manifest)
@@ -259,6 +259,7 @@ func TestImages(t *testing.T) {
     failPulls: 2
     pullTime: 90s
     size: 40Gi
+  imageCommands: true
   objects:
 `
 	sc, err := Load(write(t, dir, "s.yaml", strings.Replace(valid, "  objects:\n", images, 1)))
@@ -270,7 +271,7 @@ func TestImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(opts.Images) != 2 || !opts.Images[0].Missing || opts.Images[1].FailPulls != 2 || *opts.Images[1].PullTime != 90*time.Second ||
-		opts.Images[1].SizeBytes != 40<<30 {
+		opts.Images[1].SizeBytes != 40<<30 || !opts.ImageCommands {
 		t.Errorf("image rules %+v", opts.Images)
 	}
 

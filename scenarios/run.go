@@ -120,6 +120,7 @@ func (sc *Scenario) ClusterOptions() (envtest.Options, error) {
 	for _, img := range sc.Spec.Images {
 		opts.Images = append(opts.Images, img.rule())
 	}
+	opts.ImageCommands = sc.Spec.ImageCommands
 	return opts, nil
 }
 

@@ -64,8 +64,11 @@ type Spec struct {
 	Controllers       Controllers     `yaml:"controllers"`
 	Programs          []Program       `yaml:"programs"`
 	Images            []Image         `yaml:"images"`
-	Objects           []ObjectSource  `yaml:"objects"`
-	Steps             []Step          `yaml:"steps"`
+	// ImageCommands: containers without a command run their image's entrypoint and default
+	// command (known images, docs/images.md) instead of running until stopped.
+	ImageCommands bool           `yaml:"imageCommands"`
+	Objects       []ObjectSource `yaml:"objects"`
+	Steps         []Step         `yaml:"steps"`
 }
 
 // NodePool is one entry of spec.nodes.

@@ -51,6 +51,7 @@ type kubeletFlags struct {
 	from              string
 	allowBinaries     bool
 	nodeIdentities    bool
+	imageCommands     bool
 	set               func(name string) bool
 }
 
@@ -63,8 +64,10 @@ func newKubeletCommand() *cobra.Command {
 pod, the in-cluster configuration): kind, a test cluster, a scale-test control plane, or
 "restartbed up --nodes 0". Its nodes run pods as the in-process kubelets of restartbed up do —
 programs and the shell, probes, restart rules, RestartAllContainers, crash-loop backoff,
-volumes, tokens, logs, the pod network and DNS — and serve the kubelet API on --node-ip, so that
-kubectl logs, exec, attach and port-forward reach them through the cluster's apiserver.
+volumes, tokens, logs, the pod network and DNS, images that pull or fail to, and the entrypoint
+and default command of the images restartbed knows (--image-commands, docs/images.md) — and
+serve the kubelet API on --node-ip, so that kubectl logs, exec, attach and port-forward reach
+them through the cluster's apiserver.
 
 Nodes: --nodes N registers N nodes named POOL-0, POOL-1, ... (--pool, --node-labels, --capacity,
 --register-with-taints); and, with KWOK's flags, it takes over existing Node objects:
@@ -112,6 +115,8 @@ node losing power would. See docs/join.md.`,
 		"CA certificates (PEM) whose client certificates the kubelet API accepts, beside the apiserver's published client CA")
 	fs.BoolVar(&f.nodeIdentities, "node-identities", false,
 		"each node's kubelet acts as system:node:NAME (impersonated), limited by the cluster's Node authorizer and NodeRestriction; needs config/kubelet/node-identities.yaml")
+	fs.BoolVar(&f.imageCommands, "image-commands", true,
+		"a container without a command runs its image's entrypoint and default command when restartbed knows the image (docs/images.md); false: it runs until stopped")
 	fs.StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and images to use (its objects and steps are not)")
 	fs.BoolVar(&f.allowBinaries, "allow-host-binaries", false,
 		"let the --from scenario's programs run host executables as containers' processes (needs root)")
@@ -138,12 +143,16 @@ func joinOptions(f kubeletFlags) (join.Options, error) {
 			return opts, err
 		}
 		opts.Pools, opts.Programs, opts.Images, opts.Timing, opts.FeatureGates = co.Nodes, co.Programs, co.Images, co.Timing, co.FeatureGates
+		opts.ImageCommands = co.ImageCommands
 		if !f.set("kubernetes-version") {
 			opts.KubernetesVersion = co.KubernetesVersion
 		}
 		if co.Builtins != nil {
 			opts.Builtins = co.Builtins
 		}
+	}
+	if f.from == "" || f.set("image-commands") {
+		opts.ImageCommands = f.imageCommands
 	}
 	if f.from == "" || f.set("timing") {
 		profile, err := timing.ByName(f.timing)

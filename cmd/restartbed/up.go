@@ -29,14 +29,16 @@ import (
 
 // upFlags are the settings of `restartbed up`.
 type upFlags struct {
-	nodes        int
-	expectNodes  int
-	timing       string
-	version      string
-	jobSet       bool
-	featureGates map[string]bool
-	kubeconfig   string
-	from         string
+	nodes       int
+	expectNodes int
+	timing      string
+	version     string
+	jobSet      bool
+	// imageCommands: containers without a command run their image's (known images).
+	imageCommands bool
+	featureGates  map[string]bool
+	kubeconfig    string
+	from          string
 	// crds are --crds paths: files or directories of CustomResourceDefinitions.
 	crds []string
 	// allowBinaries lets the --from scenario's programs name host binaries.
@@ -59,9 +61,12 @@ removes the kubeconfig.
 
 Containers named in-place-restart-agent, or whose image contains it, run restartbed's builtin
 agent; every other container runs its command and args in the emulated runtime (busybox-like
-shell and tools), or until stopped when it has none. --from takes the nodes, timing, Kubernetes
-version, feature gates, programs and objects of a scenario file instead (its steps are not run); flags given as
-well override it. A --from scenario whose programs run host executables (spec.programs[].binary)
+shell and tools). One without a command runs its image's entrypoint and default command when
+restartbed knows the image (busybox's sh exits at once, pause sleeps, agnhost's subcommands and
+nginx serve; docs/images.md), else until stopped; --image-commands=false runs every one of them
+until stopped, as a scenario does unless it sets spec.imageCommands. --from takes the nodes,
+timing, Kubernetes version, feature gates, programs, images and objects of a scenario file
+instead (its steps are not run); flags given as well override it. A --from scenario whose programs run host executables (spec.programs[].binary)
 needs --allow-host-binaries (and root; docs/host-binaries.md), or nothing starts (exit 2).
 
 kubectl logs [-p] [-f], exec [-it], attach and port-forward reach the emulated kubelets' API
@@ -91,9 +96,11 @@ your objects is honoured at once rather than after the collector's next resync (
 		"feature gates of the apiserver and the kubelets, merged over restartbed's defaults: A=true,B=false")
 	addKubernetesVersionFlag(cmd.Flags(), &f.version)
 	cmd.Flags().BoolVar(&f.jobSet, "jobset", true, "install restartbed's JobSet CRD and run its controller and webhook; false installs none of them, leaving room for your own (docs/control-plane.md)")
+	cmd.Flags().BoolVar(&f.imageCommands, "image-commands", true,
+		"a container without a command runs its image's entrypoint and default command when restartbed knows the image (docs/images.md); false: it runs until stopped")
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "restartbed.kubeconfig",
 		"where to write the kubeconfig; an existing file is replaced only if restartbed wrote it")
-	cmd.Flags().StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and objects to use")
+	cmd.Flags().StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs, images and objects to use")
 	cmd.Flags().StringArrayVar(&f.crds, "crds", nil,
 		"a file or directory of CustomResourceDefinition manifests to install before kube-controller-manager starts (repeatable)")
 	cmd.Flags().BoolVar(&f.allowBinaries, "allow-host-binaries", false,
@@ -150,6 +157,9 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 	}
 	if f.set("jobset") {
 		opts.JobSet = f.jobSet
+	}
+	if f.from == "" || f.set("image-commands") {
+		opts.ImageCommands = f.imageCommands
 	}
 	if f.from == "" || f.set("kubernetes-version") {
 		if _, err := controlplane.ResolveRelease(f.version); err != nil {

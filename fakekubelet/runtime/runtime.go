@@ -37,6 +37,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/images"
+	"github.com/restartbed/restartbed/fakekubelet/knownimages"
 	"github.com/restartbed/restartbed/fakekubelet/logs"
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/program"
@@ -53,6 +54,11 @@ type Options struct {
 	Clock clock.Clock
 	// Programs say what containers run; nil: every container runs its own command.
 	Programs *program.Registry
+	// ImageCommands: a container without a command of its own runs its image's entrypoint and
+	// default command, for the images package knownimages knows (busybox's sh exits at once,
+	// pause sleeps, agnhost pauses). Off, it runs until stopped, whatever its image. Either way
+	// a known image's executables (/agnhost, nginx) can be named by a command.
+	ImageCommands bool
 	// Notify is called, outside any lock, whenever the pod's sandbox or instances change: a
 	// sandbox created, readied or stopped, an instance started (or failed to), exited or
 	// removed, the pod removed. It must not block.
@@ -363,8 +369,9 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	}
 	writeNames(in.fs, sb.names, c.VolumeMounts)
 	stdout, stderr := in.logs.Writer(logs.Stdout), in.logs.Writer(logs.Stderr)
+	img, known := knownimages.Lookup(c.Image)
 	in.env = shell.Env{FS: in.fs, Vars: env, Dir: c.WorkingDir, Stdout: stdout, Stderr: stderr, MainStdout: stdout, MainStderr: stderr,
-		Clock: r.opts.Clock, Hostname: sb.hostname}
+		Clock: r.opts.Clock, Hostname: sb.hostname, Commands: img.Commands}
 	if sb.iface != nil {
 		in.env.Net = sb.iface
 	}
@@ -377,9 +384,9 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	pruneExited(sb, c.Name)
 
 	choice := r.opts.Programs.Lookup(c)
-	argv := commandOf(c, env)
+	argv := commandOf(c, env, img, known && r.opts.ImageCommands)
 	if startErr == nil && choice.Program == nil && choice.Script == "" && argv != nil {
-		startErr = shell.Check(argv)
+		startErr = shell.Check(argv, img.Commands)
 	}
 	if startErr != nil {
 		in.status.State = container.Exited
@@ -418,7 +425,8 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	case argv != nil:
 		run = func() int { return shell.RunMain(termCtx, killCtx, argv, in.env) }
 	default:
-		// No command: the image's own process, which runs until it is stopped and exits on SIGTERM.
+		// No command, and an image whose process restartbed does not run (Options.ImageCommands):
+		// a process that runs until it is stopped and exits on SIGTERM.
 		run = func() int {
 			select {
 			case <-termCtx.Done():
@@ -450,13 +458,22 @@ func runProgram(term, kill context.Context, p program.Program, c *program.Contai
 	}
 }
 
-// commandOf is the argv a container runs with $(VAR) references expanded, or nil when it has no
-// command of its own: an image entrypoint restartbed cannot know, so it runs until stopped. A
-// container with only args runs them when they name a shell or a utility (busybox images have
-// no entrypoint).
-func commandOf(c *corev1.Container, env []string) []string {
-	argv := append(slices.Clone(c.Command), c.Args...)
-	if len(argv) == 0 || (len(c.Command) == 0 && shell.Check(c.Args) != nil) {
+// commandOf is the argv a container runs with $(VAR) references expanded, or nil when it runs
+// until stopped. With its image's configuration (fromImage), it is what the container runtime
+// runs (knownimages.Config.Argv). Without: the container's command and args; args alone when
+// they name a shell, a utility or one of the image's commands (busybox images have no
+// entrypoint); nil when it has no command.
+func commandOf(c *corev1.Container, env []string, img knownimages.Config, fromImage bool) []string {
+	var argv []string
+	switch {
+	case fromImage:
+		argv = img.Argv(c.Command, c.Args)
+	case len(c.Command) > 0:
+		argv = append(slices.Clone(c.Command), c.Args...)
+	case len(c.Args) > 0 && shell.Check(c.Args, img.Commands) == nil:
+		argv = slices.Clone(c.Args)
+	}
+	if len(argv) == 0 {
 		return nil
 	}
 	return expandArgs(argv, env)

@@ -69,6 +69,9 @@ type Env struct {
 	// and stderr reach, and so what /proc/1/fd/1 and /proc/1/fd/2 write to from any process.
 	// Default: Stdout and Stderr.
 	MainStdout, MainStderr io.Writer
+	// Commands are the executables the container's image holds beyond the shell and its
+	// utilities; nil: none.
+	Commands Commands
 }
 
 // Net is what a container reaches through its sandbox's interface: TCP dials and listeners, ICMP
@@ -87,13 +90,14 @@ var ErrNotFound = errors.New("executable file not found in $PATH")
 // shells are the interpreters a container's command may name.
 var shells = []string{"sh", "bash", "ash", "dash"}
 
-// Check reports whether argv can start: its program is a shell or an emulated utility.
-func Check(argv []string) error {
+// Check reports whether argv can start: its program is a shell, an emulated utility or one of
+// the image's commands.
+func Check(argv []string, commands Commands) error {
 	if len(argv) == 0 {
 		return errors.New("no command")
 	}
 	name := path.Base(argv[0])
-	if slices.Contains(shells, name) || utilities[name] != nil || interp.IsBuiltin(name) {
+	if slices.Contains(shells, name) || utilities[name] != nil || interp.IsBuiltin(name) || commands.lookup(name) != nil {
 		return nil
 	}
 	return fmt.Errorf("exec: %q: %w", argv[0], ErrNotFound)
@@ -103,6 +107,11 @@ func Check(argv []string) error {
 // by SIGTERM, kill by SIGKILL (after the grace period); kill must end when term does not
 // end the process. A script that does not trap TERM runs on through SIGTERM, as PID 1 does.
 func RunMain(term, kill context.Context, argv []string, env Env) int {
+	if len(argv) > 0 {
+		if cmd := env.Commands.lookup(argv[0]); cmd != nil {
+			return runCommand(term, kill, cmd, argv, env)
+		}
+	}
 	p := &process{env: env}
 	runCtx, cancelRun := context.WithCancel(kill)
 	defer cancelRun()
@@ -176,7 +185,7 @@ func (p *process) runTrap(kill context.Context) int {
 
 // run executes argv: a shell with its flags, or a utility.
 func (p *process) run(ctx context.Context, argv []string) int {
-	if err := Check(argv); err != nil {
+	if err := Check(argv, p.env.Commands); err != nil {
 		fmt.Fprintf(p.stderr(), "%s\n", err)
 		return ExitNotFound
 	}
@@ -421,6 +430,8 @@ func (p *process) exec(ctx context.Context, args []string) error {
 				fmt.Fprintln(hc.Stdout, name)
 			case utilities[path.Base(name)] != nil || slices.Contains(shells, path.Base(name)):
 				fmt.Fprintln(hc.Stdout, "/bin/"+path.Base(name))
+			case p.env.Commands.lookup(name) != nil:
+				fmt.Fprintln(hc.Stdout, "/"+path.Base(name)) // an image's own executable, at its root
 			default:
 				status = 1
 			}
@@ -434,6 +445,14 @@ func (p *process) exec(ctx context.Context, args []string) error {
 		sub.env.Dir = hc.Dir
 		sub.env.Stdin, sub.env.Stdout, sub.env.Stderr = hc.Stdin, hc.Stdout, hc.Stderr
 		return statusErr(sub.run(ctx, args))
+	}
+	if cmd := p.env.Commands.lookup(name); cmd != nil {
+		// The image's executable, started by a script: its signals are the script's.
+		env := p.env
+		env.Vars = envList(hc.Env)
+		env.Dir = hc.Dir
+		env.Stdin, env.Stdout, env.Stderr = hc.Stdin, hc.Stdout, hc.Stderr
+		return statusErr(cmd(ctx, &Invocation{Args: args, Env: env}))
 	}
 	util := utilities[name]
 	if util == nil && slices.Contains(appletBuiltins, name) {

@@ -67,11 +67,11 @@ func TestScripts(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	if err := Check([]string{"/usr/bin/python3", "train.py"}); err == nil {
+	if err := Check([]string{"/usr/bin/python3", "train.py"}, nil); err == nil {
 		t.Error("Check accepted a program restartbed cannot run")
 	}
 	for _, argv := range [][]string{{"sh", "-c", "x"}, {"/bin/bash"}, {"sleep", "1"}, {"echo", "x"}} {
-		if err := Check(argv); err != nil {
+		if err := Check(argv, nil); err != nil {
 			t.Errorf("Check(%q): %v", argv, err)
 		}
 	}

@@ -103,6 +103,7 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 
 	kubeletAPI(t, k, kubeconfig, run, must, eventually)
 	ownedByACustomResource(t, out, run, must)
+	imagesAsOnANode(run, must, eventually)
 
 	up.interrupt(t, syscall.SIGINT)
 	if _, err := os.Stat(kubeconfig); !errors.Is(err, os.ErrNotExist) {
@@ -117,6 +118,26 @@ func TestUpServesKubectlUntilInterrupted(t *testing.T) {
 	if b, err := probe.CombinedOutput(); err == nil {
 		t.Errorf("the apiserver still answers after up stopped:\n%s", b)
 	}
+}
+
+// imagesAsOnANode checks that up's containers run their image's default command (busybox's sh
+// exits at once) and that an image whose registry never resolves fails to pull, with its events.
+func imagesAsOnANode(run func(args ...string) (string, error), must func(args ...string) string, eventually func(what string, cond func() bool)) {
+	must("create", "namespace", "images")
+	must("-n", "images", "run", "sh", "--image=busybox:1.36", "--restart=Never")
+	eventually("busybox without a command completes", func() bool {
+		s, _ := run("-n", "images", "get", "pod", "sh", "-o", "jsonpath={.status.phase}")
+		return s == "Succeeded"
+	})
+	must("-n", "images", "run", "unpullable", "--image=registry.invalid/team/app:v1", "--restart=Never")
+	eventually("the unpullable image backs off", func() bool {
+		s, _ := run("-n", "images", "get", "pod", "unpullable", "-o", "jsonpath={.status.containerStatuses[0].state.waiting.reason}")
+		return s == "ImagePullBackOff"
+	})
+	eventually("the pull's events", func() bool {
+		s, _ := run("-n", "images", "get", "events", "--field-selector", "involvedObject.name=unpullable", "-o", "jsonpath={.items[*].reason}")
+		return strings.Contains(s, "Pulling") && strings.Contains(s, "Failed") && strings.Contains(s, "BackOff")
+	})
 }
 
 // ownedByACustomResource checks that --crds installed the project's CRD before the

@@ -1,0 +1,93 @@
+package knownimages
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/restartbed/restartbed/fakekubelet/shell"
+)
+
+// pause is the pause image's /pause: it sleeps until SIGTERM or SIGINT, says so on stderr and
+// exits 0 (build/pause/linux/pause.c).
+func pause(ctx context.Context, inv *shell.Invocation) int {
+	if slices.Contains(inv.Args[1:], "-v") {
+		fmt.Fprintln(inv.Env.Stdout, "pause.c v3.10")
+		return 0
+	}
+	if !terminated(ctx, inv) {
+		return shell.ExitKilled
+	}
+	fmt.Fprintln(inv.Env.Stderr, "Shutting down, got signal: Terminated")
+	return 0
+}
+
+// nginxEntrypoint is the nginx image's /docker-entrypoint.sh: it says the configuration is done
+// and execs its arguments, which then get the container's signals.
+func nginxEntrypoint(ctx context.Context, inv *shell.Invocation) int {
+	if len(inv.Args) < 2 {
+		return 0
+	}
+	fmt.Fprintln(inv.Env.Stdout, "/docker-entrypoint.sh: Configuration complete; ready for start up")
+	return inv.Exec(ctx, inv.Args[1:])
+}
+
+// nginxPage is nginx's default index page.
+const nginxPage = `<!DOCTYPE html>
+<html>
+<head>
+<title>Welcome to nginx!</title>
+</head>
+<body>
+<h1>Welcome to nginx!</h1>
+<p>If you see this page, the nginx web server is successfully installed and
+working. Further configuration is required.</p>
+</body>
+</html>
+`
+
+// nginx serves its default page on port 80 until SIGTERM (fast shutdown) or SIGQUIT, and exits 0.
+func nginx(ctx context.Context, inv *shell.Invocation) int {
+	if slices.Contains(inv.Args[1:], "-v") || slices.Contains(inv.Args[1:], "-V") {
+		fmt.Fprintln(inv.Env.Stderr, "nginx version: nginx/1.27.3")
+		return 0
+	}
+	return serveUntilTerm(ctx, inv, 80, "nginx", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server", "nginx/1.27.3")
+		if r.URL.Path != "/" && r.URL.Path != "/index.html" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, nginxPage)
+	})
+}
+
+// httpd is the httpd image's httpd-foreground: "It works!" on port 80 until SIGTERM, exit 0.
+func httpd(ctx context.Context, inv *shell.Invocation) int {
+	return serveUntilTerm(ctx, inv, 80, "httpd", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server", "Apache/2.4.62 (Unix)")
+		if r.URL.Path != "/" && r.URL.Path != "/index.html" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html><body><h1>It works!</h1></body></html>\n")
+	})
+}
+
+// serveUntilTerm serves h on port until SIGTERM, then exits 0; a server that cannot listen
+// exits 1, as nginx and httpd do when they cannot bind.
+func serveUntilTerm(ctx context.Context, inv *shell.Invocation, port int, name string, h http.HandlerFunc) int {
+	stop, err := serveHTTP(inv, port, h)
+	if err != nil {
+		fmt.Fprintf(inv.Env.Stderr, "%s: [emerg] bind() to 0.0.0.0:%d failed (%v)\n", name, port, err)
+		return 1
+	}
+	defer stop()
+	if !terminated(ctx, inv) {
+		return shell.ExitKilled
+	}
+	return 0
+}
