@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -191,6 +193,16 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	if k.controlPlane, err = k.network.Attach(k.opts.ControlPlaneAddr, ""); err != nil {
 		return fmt.Errorf("fakekubelet: the control plane's address: %w", err)
 	}
+	apiserver, err := hostPort(k.opts.Config.Host)
+	if err != nil {
+		return fmt.Errorf("fakekubelet: Options.Config.Host: %w", err)
+	}
+	// A pod's connection to the kubernetes Service reaches the apiserver itself, as on a node;
+	// TLS and authentication are between the pod's client and the apiserver.
+	k.controlPlane.SetUplink(func(ctx context.Context, _ uint16) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", apiserver)
+	})
 	if k.opts.API != nil {
 		if k.api, err = k.newAPIServer(); err != nil {
 			return err
@@ -290,7 +302,7 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 	if err != nil {
 		return fmt.Errorf("fakekubelet: %w", err)
 	}
-	k.network, err = network.New(network.Options{DNS: dns, Rand: k.opts.Rand,
+	k.network, err = network.New(network.Options{DNS: dns, Rand: k.opts.Rand, APIServer: k.opts.ControlPlaneAddr,
 		Services:       factory.Core().V1().Services().Lister(),
 		EndpointSlices: factory.Discovery().V1().EndpointSlices().Lister(),
 		Reachable: func(from, to string) bool {
@@ -389,4 +401,23 @@ func (k *Kubelet) clientConfig(agent string) *rest.Config {
 	cfg.ContentType, cfg.AcceptContentTypes = apiruntime.ContentTypeProtobuf, apiruntime.ContentTypeProtobuf+","+apiruntime.ContentTypeJSON
 	rest.AddUserAgent(cfg, agent)
 	return cfg
+}
+
+// hostPort is the host and port of a rest.Config's Host (a URL, or host[:port]), the port
+// defaulting to the scheme's.
+func hostPort(host string) (string, error) {
+	if !strings.Contains(host, "://") {
+		host = "https://" + host
+	}
+	u, err := url.Parse(host)
+	if err != nil {
+		return "", err
+	}
+	if u.Port() != "" {
+		return u.Host, nil
+	}
+	if u.Scheme == "http" {
+		return net.JoinHostPort(u.Hostname(), "80"), nil
+	}
+	return net.JoinHostPort(u.Hostname(), "443"), nil
 }

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
@@ -42,6 +43,11 @@ type Options struct {
 	// Rand picks a Service's endpoint for each connection, as kube-proxy picks at random; give
 	// it a seeded source for a repeatable run. Default: a source seeded at random.
 	Rand rand.Source
+	// APIServer is the control plane's address on the network: connections to the kubernetes
+	// Service (default namespace) go there, as kube-proxy sends them to the apiserver, whatever
+	// address the apiserver advertises in its endpoints (one of its host's, which pods here do
+	// not reach). The zero Addr: that Service is routed as any other.
+	APIServer netip.Addr
 }
 
 // Network is the address space of the emulated cluster.
@@ -331,6 +337,9 @@ func (n *Network) route(ap netip.AddrPort) (target netip.AddrPort, isService boo
 	})
 	if idx < 0 {
 		return netip.AddrPort{}, true, errRefused
+	}
+	if svc.Namespace == metav1.NamespaceDefault && svc.Name == "kubernetes" && n.opts.APIServer.IsValid() {
+		return netip.AddrPortFrom(n.opts.APIServer, ap.Port()), true, nil
 	}
 	port := svc.Spec.Ports[idx]
 	var targets []netip.AddrPort

@@ -326,3 +326,31 @@ func TestServiceEndpointsFromTheNetworksSource(t *testing.T) {
 		t.Errorf("seeds 7 and 8 routed the same 30 connections alike: %v", first)
 	}
 }
+
+// The kubernetes Service leads to the control plane's address, whatever endpoints the apiserver
+// advertises, and on through that address's uplink; a partitioned node does not reach it.
+func TestKubernetesServiceLeadsToTheControlPlane(t *testing.T) {
+	cut := map[string]bool{"node-c": true}
+	kubernetes := service("kubernetes", "10.0.0.1", corev1.ServicePort{Name: "https", Port: 443})
+	kubernetes.Namespace = metav1.NamespaceDefault
+	endpoints := slice("kubernetes", 6443, endpoint{ip: "192.0.2.2", ready: true})
+	endpoints.Namespace, endpoints.Ports[0].Name = metav1.NamespaceDefault, ptr.To("https")
+	controlPlane := netip.MustParseAddr("172.31.255.254")
+	n := networktest.New(t, network.Options{DNS: dnsIP, APIServer: controlPlane, Reachable: func(from, to string) bool { return !cut[from] && !cut[to] }},
+		kubernetes, endpoints)
+	cp, err := n.Attach(controlPlane, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiserver := attach(t, n, "10.99.0.1", "elsewhere") // stands for the apiserver outside the network
+	echo(t, apiserver, 6443)
+	cp.SetUplink(func(ctx context.Context, _ uint16) (net.Conn, error) { return apiserver.Dial(ctx, "127.0.0.1:6443") })
+	a := attach(t, n, "10.64.0.2", "node-a")
+	c := attach(t, n, "10.64.2.2", "node-c")
+	if got, err := exchange(t, a, "10.0.0.1:443"); err != nil || got != "HELLO from 127.0.0.1:6443" {
+		t.Errorf("a pod to the kubernetes Service: %q, %v", got, err)
+	}
+	if _, err := exchange(t, c, "10.0.0.1:443"); err == nil || !strings.Contains(err.Error(), "no route to host") {
+		t.Errorf("a partitioned node's pod to the kubernetes Service: %v, want no route to host", err)
+	}
+}

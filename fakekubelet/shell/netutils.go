@@ -2,6 +2,8 @@ package shell
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +24,10 @@ import (
 // options parses getopt-style arguments: single-letter flags, which may be grouped ("-qO-"), and
 // those in withValue, which take the rest of the word or the next one. long maps long options to
 // their letter ("--spider" to 'S'); a long option with a value is "--output=FILE" or
-// "--output FILE". Operands and flags may interleave, as GNU getopt allows.
-func (c *call) options(withValue string, long map[string]rune) (flags map[rune]bool, values map[rune]string, operands []string, err error) {
+// "--output FILE". Operands and flags may interleave, as GNU getopt allows. A value option given
+// again replaces its value, except those in repeatable, whose values are kept one per line
+// (curl's and wget's headers).
+func (c *call) options(withValue, repeatable string, long map[string]rune) (flags map[rune]bool, values map[rune]string, operands []string, err error) {
 	flags, values = map[rune]bool{}, map[rune]string{}
 	args := c.args[1:]
 	for len(args) > 0 {
@@ -48,7 +52,7 @@ func (c *call) options(withValue string, long map[string]rune) (flags map[rune]b
 				}
 				value, args = args[0], args[1:]
 			}
-			values[r] = value
+			setValue(values, repeatable, r, value)
 		case len(a) > 1 && a[0] == '-':
 			for i, r := range a[1:] {
 				if !strings.ContainsRune(withValue, r) {
@@ -62,7 +66,7 @@ func (c *call) options(withValue string, long map[string]rune) (flags map[rune]b
 					}
 					value, args = args[0], args[1:]
 				}
-				values[r] = value
+				setValue(values, repeatable, r, value)
 				break
 			}
 		default:
@@ -73,6 +77,15 @@ func (c *call) options(withValue string, long map[string]rune) (flags map[rune]b
 }
 
 // seconds reads a flag's value in seconds (fractions allowed); def when absent.
+// setValue records an option's value: appended on a line of its own when the option is
+// repeatable and was given before, else replacing it.
+func setValue(values map[rune]string, repeatable string, r rune, value string) {
+	if prev, ok := values[r]; ok && strings.ContainsRune(repeatable, r) {
+		value = prev + "\n" + value
+	}
+	values[r] = value
+}
+
 func seconds(values map[rune]string, flag rune, def time.Duration) (time.Duration, error) {
 	v, ok := values[flag]
 	if !ok {
@@ -104,7 +117,7 @@ func (c *call) wait(ctx context.Context, d time.Duration) bool {
 // takes no time; an echo nobody answers is given up after TIMEOUT (default 10 s) when it is the
 // last one.
 func ping(ctx context.Context, c *call) int {
-	flags, values, operands, err := c.options("cWwis", nil)
+	flags, values, operands, err := c.options("cWwis", "", nil)
 	if err != nil || len(operands) != 1 {
 		return c.fail("usage: ping [-c COUNT] [-W TIMEOUT] [-w DEADLINE] [-i INTERVAL] [-q] HOST")
 	}
@@ -172,7 +185,7 @@ func ping(ctx context.Context, c *call) int {
 // nslookup is busybox's: nslookup HOST [SERVER]. It asks the nameserver only, never the hosts
 // file; with SERVER, that server instead of resolv.conf's.
 func nslookup(ctx context.Context, c *call) int {
-	_, _, operands, err := c.options("", nil)
+	_, _, operands, err := c.options("", "", nil)
 	if err != nil || len(operands) < 1 || len(operands) > 2 {
 		return c.fail("usage: nslookup HOST [DNS_SERVER]")
 	}
@@ -270,8 +283,8 @@ func (c *call) dialer() func(ctx context.Context, network, address string) (net.
 	}
 }
 
-// httpGet sends one GET (or HEAD) for rawURL from the container; http only, https is refused.
-func (c *call) httpGet(ctx context.Context, method, rawURL string, header http.Header) (*http.Response, error) {
+// httpGet sends one GET (or HEAD) for rawURL from the container, over TLS for https with tlsCfg.
+func (c *call) httpGet(ctx context.Context, method, rawURL string, header http.Header, tlsCfg *tls.Config) (*http.Response, error) {
 	if !strings.Contains(rawURL, "://") {
 		rawURL = "http://" + rawURL
 	}
@@ -279,17 +292,66 @@ func (c *call) httpGet(ctx context.Context, method, rawURL string, header http.H
 	if err != nil {
 		return nil, err
 	}
-	if u.Scheme != "http" {
-		return nil, fmt.Errorf("unsupported protocol %s (restartbed's containers speak plain HTTP)", u.Scheme)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("unsupported protocol %s", u.Scheme)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
 	maps.Copy(req.Header, header)
-	client := &http.Client{Transport: &http.Transport{DialContext: c.dialer(), DisableKeepAlives: true, Proxy: nil},
+	client := &http.Client{Transport: &http.Transport{DialContext: c.dialer(), DisableKeepAlives: true, Proxy: nil, TLSClientConfig: tlsCfg},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return client.Do(req)
+}
+
+// caBundle is where the images' TLS clients find the certificate authorities they trust when not
+// told otherwise. restartbed's images ship none, so a server's certificate verifies only against
+// a bundle a volume mounts there, or the one --cacert names (a pod's service-account ca.crt).
+const caBundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// tlsConfig is a client's TLS configuration: the certificate authorities of caFile (default the
+// image's bundle), or no verification at all when insecure (curl -k).
+func (c *call) tlsConfig(insecure bool, caFile string) (*tls.Config, error) {
+	if insecure {
+		return &tls.Config{InsecureSkipVerify: true}, nil //nolint:gosec // G402: the user asked for -k / --no-check-certificate
+	}
+	file := caFile
+	if file == "" {
+		file = caBundle
+	}
+	pool := x509.NewCertPool()
+	data, err := c.p.env.FS.ReadFile(c.path(file))
+	switch {
+	case err == nil:
+		if !pool.AppendCertsFromPEM(data) && caFile != "" {
+			return nil, fmt.Errorf("error adding trust anchors from file: %s", caFile)
+		}
+	case caFile != "":
+		return nil, fmt.Errorf("error setting certificate file: %s", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// tlsError is curl's exit code and message for a failed TLS connection, or 0 for another error.
+func tlsError(err error, host string) (int, string) {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var record tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknown):
+		return 60, "SSL certificate problem: unable to get local issuer certificate"
+	case errors.As(err, &hostname):
+		return 60, fmt.Sprintf("SSL: no alternative certificate subject name matches target host name '%s'", host)
+	case errors.As(err, &invalid):
+		return 60, "SSL certificate problem: " + invalid.Error()
+	case errors.As(err, &record), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return 35, "TLS connect error: error:0A00010B:SSL routines::wrong version number"
+	case strings.Contains(err.Error(), "tls: "):
+		return 35, "TLS connect error: " + err.Error()
+	}
+	return 0, ""
 }
 
 // netErrorText is how busybox's and curl's messages name a failed connection.
@@ -313,8 +375,8 @@ func netErrorText(err error) string {
 // wget is busybox's: wget [-q] [-O FILE] [-T SEC] [--spider] [-S] [--header 'K: V'] URL. Without
 // -O it saves to the URL's last path element (index.html for /); -O - writes to stdout.
 func wget(ctx context.Context, c *call) int {
-	flags, values, operands, err := c.options("OTHU", map[string]rune{"quiet": 'q', "output-document": 'O', "timeout": 'T',
-		"spider": 's', "server-response": 'S', "header": 'H', "user-agent": 'U'})
+	flags, values, operands, err := c.options("OTHU", "H", map[string]rune{"quiet": 'q', "output-document": 'O', "timeout": 'T',
+		"spider": 's', "server-response": 'S', "header": 'H', "user-agent": 'U', "no-check-certificate": 'k'})
 	if err != nil || len(operands) != 1 {
 		return c.fail("usage: wget [-q] [-O FILE] [-T SEC] [--spider] URL")
 	}
@@ -333,7 +395,12 @@ func wget(ctx context.Context, c *call) int {
 	if !flags['q'] {
 		fmt.Fprintf(c.hc.Stderr, "Connecting to %s\n", hostOf(raw))
 	}
-	resp, err := c.httpGet(ctx, method, raw, header)
+	// busybox's wget does not verify certificates: it says so and goes on.
+	tlsCfg, _ := c.tlsConfig(true, "") // insecure: no file to read
+	if strings.HasPrefix(raw, "https://") && !flags['q'] {
+		fmt.Fprintln(c.hc.Stderr, "wget: note: TLS certificate validation not implemented")
+	}
+	resp, err := c.httpGet(ctx, method, raw, header, tlsCfg)
 	if err != nil {
 		if text := netErrorText(err); text == "bad address" {
 			return c.fail("bad address '%s'", hostOnly(raw))
@@ -381,11 +448,13 @@ func wget(ctx context.Context, c *call) int {
 	return 0
 }
 
-// requestHeader is a client's default header with a "Key: value" header option and a user-agent
-// option applied (each empty when not given).
+// requestHeader is a client's default header with the "Key: value" header options (one per line)
+// and a user-agent option applied (each empty when not given).
 func requestHeader(header http.Header, extra, userAgent string) http.Header {
-	if k, v, ok := strings.Cut(extra, ":"); ok {
-		header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+	for line := range strings.SplitSeq(extra, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+		}
 	}
 	if userAgent != "" {
 		header.Set("User-Agent", userAgent)
@@ -412,9 +481,9 @@ func hostOnly(raw string) string {
 // [-H 'K: V'] [-I] [-w '%{http_code}'] URL, with curl's exit codes (6 no such host, 7 no
 // connection, 22 an HTTP error with -f, 28 a timeout).
 func curl(ctx context.Context, c *call) int {
-	flags, values, operands, err := c.options("omHwA", map[string]rune{"silent": 's', "show-error": 'S', "fail": 'f',
+	flags, values, operands, err := c.options("omHwAC", "H", map[string]rune{"silent": 's', "show-error": 'S', "fail": 'f',
 		"output": 'o', "max-time": 'm', "connect-timeout": 'm', "header": 'H', "head": 'I', "write-out": 'w',
-		"user-agent": 'A', "location": 'L', "include": 'i'})
+		"user-agent": 'A', "location": 'L', "include": 'i', "insecure": 'k', "cacert": 'C'})
 	if err != nil {
 		fmt.Fprintf(c.hc.Stderr, "curl: %v\n", err)
 		return 2
@@ -442,7 +511,11 @@ func curl(ctx context.Context, c *call) int {
 		method = http.MethodHead
 	}
 	raw := operands[0]
-	resp, err := c.httpGet(ctx, method, raw, header)
+	tlsCfg, err := c.tlsConfig(flags['k'], values['C'])
+	if err != nil {
+		return fail(77, "%v", err)
+	}
+	resp, err := c.httpGet(ctx, method, raw, header, tlsCfg)
 	if err != nil {
 		var dnsErr *net.DNSError
 		switch {
@@ -452,6 +525,9 @@ func curl(ctx context.Context, c *call) int {
 			return fail(28, "Connection timed out")
 		case strings.Contains(err.Error(), "unsupported protocol"):
 			return fail(1, "Protocol not supported: %v", err)
+		}
+		if code, msg := tlsError(err, hostOnly(raw)); code != 0 {
+			return fail(code, "%s", msg)
 		}
 		return fail(7, "Failed to connect to %s: %s", hostOnly(raw), netErrorText(err))
 	}
@@ -487,7 +563,7 @@ func curl(ctx context.Context, c *call) int {
 // the connection to stdout; nc -z HOST PORT only tries the connection; nc -l [-p] PORT [-k]
 // accepts one connection (-k: one after another) and does the same with it.
 func nc(ctx context.Context, c *call) int {
-	flags, values, operands, err := c.options("pw", nil)
+	flags, values, operands, err := c.options("pw", "", nil)
 	if err != nil {
 		return c.fail("%v", err)
 	}

@@ -2,11 +2,14 @@ package shell
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/network/networktest"
+	"github.com/restartbed/restartbed/internal/pki"
 )
 
 // netEnv is a container of pod js-rjob-0-0 in namespace ns, on a network where the headless
@@ -51,7 +55,24 @@ func netEnv(t *testing.T) (Env, *strings.Builder) {
 		t.Fatal(err)
 	}
 
+	// An HTTPS server on js-rjob-0-1.js:8443, its certificate signed by a CA whose certificate the
+	// container has at /ca.crt (as a pod has its service account's ca.crt).
+	ca, err := pki.NewCA("test-ca", time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.Serving("js-rjob-0-1", []string{"js-rjob-0-1.js.ns.svc.cluster.local"}, net.ParseIP("10.64.1.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.ServeTLS(8443, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "secure "+r.Header.Get("Authorization")+"\n")
+	}), &tls.Config{Certificates: []tls.Certificate{serving.TLS}, MinVersion: tls.VersionTLS12}); err != nil {
+		t.Fatal(err)
+	}
+
 	env, _, _ := newEnv(t)
+	_ = env.FS.WriteFile("/ca.crt", ca.CertPEM())
 	var out strings.Builder
 	env.Stdout, env.Stderr, env.Net = &out, &out, self
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js-rjob-0-0-abcde"},
@@ -89,6 +110,16 @@ func TestNetworkUtilities(t *testing.T) {
 		{"curl exit codes", "curl -sf http://web/x; echo $?; curl -s http://nope/; echo $?; curl -sS http://10.64.1.2:9/; echo $?", 0,
 			"22\n6\ncurl: (7) Failed to connect to 10.64.1.2: Connection refused\n7\n"},
 		{"request headers", "wget -qO- -U probe --header 'X-Test: 1' http://web/ua; curl -s -H 'X-Test: 2' http://web/ua", 0, "probe 1\ncurl 2\n"},
+		{"curl over TLS with the CA and a bearer token", `curl -sS --cacert /ca.crt -H "Authorization: Bearer t0k" -H 'X-Test: 1' https://js-rjob-0-1.js.ns.svc.cluster.local:8443/healthz`, 0,
+			"secure Bearer t0k\n"},
+		{"curl over TLS without the CA", "curl -sS https://10.64.1.2:8443/; echo $?; curl -sk https://10.64.1.2:8443/", 0,
+			"curl: (60) SSL certificate problem: unable to get local issuer certificate\n60\nsecure \n"},
+		{"curl over TLS to a name the certificate lacks", "curl -sS --cacert /ca.crt https://js-rjob-0-1.js:8443/; echo $?", 0,
+			"curl: (60) SSL: no alternative certificate subject name matches target host name 'js-rjob-0-1.js'\n60\n"},
+		{"curl over TLS to a plain HTTP server, and a missing CA file", "curl -sSk https://web:80/ready; echo $?; curl -sS --cacert /nope https://web/; echo $?", 0,
+			"curl: (35) TLS connect error: error:0A00010B:SSL routines::wrong version number\n35\ncurl: (77) error setting certificate file: /nope\n77\n"},
+		{"wget over TLS does not verify", "wget -O- https://10.64.1.2:8443/ 2>&1 | grep -v Connecting", 0,
+			"wget: note: TLS certificate validation not implemented\nsecure \n"},
 		{"nc -z", "nc -z js-rjob-0-1.js 8081 && echo open; nc -z js-rjob-0-1.js 9 || echo closed", 0, "open\nclosed\n"},
 		{"nc server and client", "nc -l -p 9000 > /tmp/got & until echo hi | nc 127.0.0.1 9000 2>/dev/null; do :; done; wait; cat /tmp/got", 0, "hi\n"},
 		{"HTTP by hand over nc", `printf 'GET /ready HTTP/1.0\r\n\r\n' | nc web 80 | tail -n 1`, 0, "ready\n"},

@@ -43,6 +43,7 @@ func TestScripts(t *testing.T) {
 		{"script arguments", []string{"sh", "-c", `echo "$0 $1 $#"`, "name", "one"}, 0, "name one 1\n"},
 		{"-e stops at the first failure", []string{"sh", "-ec", "false; echo unreachable"}, 1, ""},
 		{"redirections and pipes", []string{"sh", "-c", "echo a > /tmp/f; echo b >> /tmp/f; cat /tmp/f | wc -l; grep -c b /tmp/f; echo x >/dev/null"}, 0, "2\n1\n"},
+		{"grep -o", []string{"sh", "-c", `echo '{"kind": "APIVersions", "x": 1}' | grep -o '"kind": *"[A-Za-z]*"'`}, 0, "\"kind\": \"APIVersions\"\n"},
 		{"process substitution is refused", []string{"bash", "-c", "cat <(echo hi)"}, 2, "bash: process substitution is not supported by restartbed's shell\n"},
 		{"syntax error", []string{"sh", "-c", "if then"}, 2, ""},
 		{"seq and arithmetic", []string{"sh", "-c", "s=0; for i in $(seq 3); do s=$((s+i)); done; echo $s"}, 0, "6\n"},

@@ -673,7 +673,13 @@ func grep(_ context.Context, c *call) int {
 		for sc.Scan() {
 			if re.MatchString(sc.Text()) != flags['v'] {
 				matched++
-				if !flags['q'] && !flags['c'] {
+				switch {
+				case flags['q'] || flags['c']:
+				case flags['o'] && !flags['v']:
+					for _, m := range re.FindAllString(sc.Text(), -1) {
+						fmt.Fprintln(c.hc.Stdout, m) // -o: each match on a line of its own
+					}
+				default:
 					fmt.Fprintln(c.hc.Stdout, sc.Text())
 				}
 			}
