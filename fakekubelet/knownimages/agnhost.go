@@ -117,16 +117,7 @@ func liveness(ctx context.Context, inv *shell.Invocation, args []string) int {
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Query().Get("loc"), http.StatusFound)
 	})
-	stop, err := serveHTTP(inv, 8080, mux)
-	if err != nil {
-		logf(inv, "%v", err)
-		return 1
-	}
-	defer stop()
-	if !terminated(ctx, inv) {
-		return shell.ExitKilled
-	}
-	return shell.ExitTerminated
+	return serveUntilTerm(ctx, inv, 8080, mux, shell.ExitTerminated, func(err error) { logf(inv, "%v", err) })
 }
 
 // serveHostname answers with the pod's hostname over HTTP (default) or raw TCP on --port
@@ -193,7 +184,7 @@ func testWebserver(ctx context.Context, inv *shell.Invocation, args []string) in
 	if !flags(inv, "test-webserver", args, func(fs *pflag.FlagSet) { fs.IntVar(&port, "port", 80, "") }) {
 		return 1
 	}
-	stop, err := serveHTTP(inv, port, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	files := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "private")
 		w.Header().Set("Access-Control-Allow-Origin", "*")
 		data, err := inv.Env.FS.ReadFile(r.URL.Path)
@@ -202,16 +193,8 @@ func testWebserver(ctx context.Context, inv *shell.Invocation, args []string) in
 			return
 		}
 		_, _ = w.Write(data)
-	}))
-	if err != nil {
-		logf(inv, "%v", err)
-		return 1
-	}
-	defer stop()
-	if !terminated(ctx, inv) {
-		return shell.ExitKilled
-	}
-	return shell.ExitTerminated
+	})
+	return serveUntilTerm(ctx, inv, port, files, shell.ExitTerminated, func(err error) { logf(inv, "%v", err) })
 }
 
 // netexec serves agnhost's HTTP test endpoints on --http-port (8080). On SIGTERM /readyz answers

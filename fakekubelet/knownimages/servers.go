@@ -53,41 +53,30 @@ func nginx(ctx context.Context, inv *shell.Invocation) int {
 		fmt.Fprintln(inv.Env.Stderr, "nginx version: nginx/1.27.3")
 		return 0
 	}
-	return serveUntilTerm(ctx, inv, 80, "nginx", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Server", "nginx/1.27.3")
-		if r.URL.Path != "/" && r.URL.Path != "/index.html" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprint(w, nginxPage)
-	})
+	return serveUntilTerm(ctx, inv, 80, indexPage("nginx/1.27.3", nginxPage), 0, bindFailed(inv, "nginx", 80))
 }
 
 // httpd is the httpd image's httpd-foreground: "It works!" on port 80 until SIGTERM, exit 0.
 func httpd(ctx context.Context, inv *shell.Invocation) int {
-	return serveUntilTerm(ctx, inv, 80, "httpd", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Server", "Apache/2.4.62 (Unix)")
+	return serveUntilTerm(ctx, inv, 80, indexPage("Apache/2.4.62 (Unix)", "<html><body><h1>It works!</h1></body></html>\n"), 0, bindFailed(inv, "httpd", 80))
+}
+
+// indexPage serves page at / and /index.html as the named server, and 404 elsewhere.
+func indexPage(server, page string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server", server)
 		if r.URL.Path != "/" && r.URL.Path != "/index.html" {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprint(w, "<html><body><h1>It works!</h1></body></html>\n")
-	})
+		fmt.Fprint(w, page)
+	}
 }
 
-// serveUntilTerm serves h on port until SIGTERM, then exits 0; a server that cannot listen
-// exits 1, as nginx and httpd do when they cannot bind.
-func serveUntilTerm(ctx context.Context, inv *shell.Invocation, port int, name string, h http.HandlerFunc) int {
-	stop, err := serveHTTP(inv, port, h)
-	if err != nil {
+// bindFailed says on stderr, as nginx and httpd do, that the server could not listen.
+func bindFailed(inv *shell.Invocation, name string, port int) func(error) {
+	return func(err error) {
 		fmt.Fprintf(inv.Env.Stderr, "%s: [emerg] bind() to 0.0.0.0:%d failed (%v)\n", name, port, err)
-		return 1
 	}
-	defer stop()
-	if !terminated(ctx, inv) {
-		return shell.ExitKilled
-	}
-	return 0
 }
