@@ -144,6 +144,14 @@ func (p *pods) lookup(uid types.UID) *corev1.Pod {
 	return objs[0].(*corev1.Pod)
 }
 
+// known is the pod's state if its worker has synced it, else nil; it creates none.
+func (p *pods) known(uid types.UID) *podState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.states[uid]
+}
+
+// state is the pod's state, made at its first sync.
 func (p *pods) state(uid types.UID) *podState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -390,9 +398,7 @@ func (p *pods) syncGoesOn(st *podState, rt *container.PodStatus) bool {
 // pulled is the images' report that a pull a start of the pod waited for has ended: the sync
 // under way goes on (endSync), starting the container or showing why it cannot.
 func (p *pods) pulled(uid types.UID) {
-	p.mu.Lock()
-	st := p.states[uid]
-	p.mu.Unlock()
+	st := p.known(uid)
 	if st != nil {
 		st.pulling.Store(false)
 	}
@@ -403,9 +409,7 @@ func (p *pods) pulled(uid types.UID) {
 // inspects it, and a SyncPod under way goes on at once (endSync).
 func (p *pods) changed(uid types.UID) {
 	p.pleg.Changed(uid)
-	p.mu.Lock()
-	st := p.states[uid]
-	p.mu.Unlock()
+	st := p.known(uid)
 	if st != nil && st.goesOn.Load() {
 		p.queue.Add(uid)
 	}

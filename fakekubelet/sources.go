@@ -180,9 +180,7 @@ func (k *Kubelet) renewTokens(ctx context.Context, tokens *token.Manager) {
 // syncs, never while one runs. A pod the kubelet has not synced yet needs nothing: its first
 // sync projects them.
 func (p *pods) remount(uid types.UID) {
-	p.mu.Lock()
-	st := p.states[uid]
-	p.mu.Unlock()
+	st := p.known(uid)
 	if st != nil {
 		st.remount.Store(true)
 		p.queue.Add(uid)
