@@ -172,7 +172,7 @@ func serveHostname(ctx context.Context, inv *shell.Invocation, args []string) in
 	}
 	logf(inv, "Shutting down after receiving signal: terminated.")
 	logf(inv, "Awaiting pod deletion.")
-	if !sleep(ctx, inv, 60*time.Second) {
+	if !inv.Env.Sleep(ctx, 60*time.Second) {
 		return shell.ExitKilled
 	}
 	return 0
@@ -414,14 +414,8 @@ func (n *netexecServer) exitHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	logf(inv, "Will begin shutdown in %s, then will exit with %d", wait, code)
-	if wait > 0 {
-		t := inv.Env.Clock.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-t.C():
-		case <-r.Context().Done():
-			return
-		}
+	if wait > 0 && !inv.Env.Sleep(r.Context(), wait) {
+		return
 	}
 	n.exitWith(code)
 }

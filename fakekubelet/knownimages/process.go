@@ -27,18 +27,6 @@ func terminated(ctx context.Context, inv *shell.Invocation) bool {
 	}
 }
 
-// sleep waits d on the container's clock; false when SIGKILL came first.
-func sleep(ctx context.Context, inv *shell.Invocation, d time.Duration) bool {
-	t := inv.Env.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // serveUntilTerm serves h on port until SIGTERM, then exits with termCode; a server that cannot
 // listen reports it with failed and exits 1.
 func serveUntilTerm(ctx context.Context, inv *shell.Invocation, port int, h http.Handler, termCode int, failed func(error)) int {

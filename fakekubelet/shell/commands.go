@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path"
+	"time"
 )
 
 // Command is an executable an image holds beyond the shell and its utilities (package
@@ -57,6 +58,21 @@ func runCommand(term, kill context.Context, cmd Command, argv []string, env Env)
 		return code
 	case <-kill.Done():
 		return ExitKilled
+	}
+}
+
+// Sleep waits d on the container's clock; false when ctx ended first.
+func (e Env) Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := e.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -98,21 +98,6 @@ func seconds(values map[rune]string, flag rune, def time.Duration) (time.Duratio
 	return time.Duration(f * float64(time.Second)), nil
 }
 
-// wait waits d on the component clock; false when ctx ended first.
-func (c *call) wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := c.p.env.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // ping is busybox's: ping [-c COUNT] [-W TIMEOUT] [-w DEADLINE] [-i INTERVAL] [-q] HOST. A reply
 // takes no time; an echo nobody answers is given up after TIMEOUT (default 10 s) when it is the
 // last one.
@@ -165,7 +150,7 @@ func ping(ctx context.Context, c *call) int {
 				wait = timeout
 			}
 		}
-		if !c.wait(ctx, wait) {
+		if !c.p.env.Sleep(ctx, wait) {
 			break
 		}
 	}

@@ -440,27 +440,17 @@ func (p *process) exec(ctx context.Context, args []string) error {
 	}
 	name := path.Base(args[0])
 	if slices.Contains(shells, name) {
-		sub := &process{env: p.env}
-		sub.env.Vars = envList(hc.Env)
-		sub.env.Dir = hc.Dir
-		sub.env.Stdin, sub.env.Stdout, sub.env.Stderr = hc.Stdin, hc.Stdout, hc.Stderr
+		sub := &process{env: childEnv(p.env, hc)}
 		return statusErr(sub.run(ctx, args))
 	}
 	if cmd := p.env.Commands.lookup(name); cmd != nil {
 		// The image's executable, started by a script: its signals are the script's.
-		env := p.env
-		env.Vars = envList(hc.Env)
-		env.Dir = hc.Dir
-		env.Stdin, env.Stdout, env.Stderr = hc.Stdin, hc.Stdout, hc.Stderr
-		return statusErr(cmd(ctx, &Invocation{Args: args, Env: env}))
+		return statusErr(cmd(ctx, &Invocation{Args: args, Env: childEnv(p.env, hc)}))
 	}
 	util := utilities[name]
 	if util == nil && slices.Contains(appletBuiltins, name) {
 		// /bin/echo, /bin/false ...: busybox's applets of the same name as the shell's builtins.
-		sub := &process{env: p.env}
-		sub.env.Vars = envList(hc.Env)
-		sub.env.Dir = hc.Dir
-		sub.env.Stdin, sub.env.Stdout, sub.env.Stderr = hc.Stdin, hc.Stdout, hc.Stderr
+		sub := &process{env: childEnv(p.env, hc)}
 		return statusErr(sub.script(ctx, quoteArgs(append([]string{name}, args[1:]...)), name, nil))
 	}
 	if util == nil {
@@ -468,6 +458,15 @@ func (p *process) exec(ctx context.Context, args []string) error {
 		return statusErr(ExitNotFound)
 	}
 	return statusErr(util(ctx, &call{p: p, hc: hc, args: args}))
+}
+
+// childEnv is the environment of a process the script starts: the container's, with the
+// script's exported variables, directory and standard streams at the call.
+func childEnv(env Env, hc interp.HandlerContext) Env {
+	env.Vars = envList(hc.Env)
+	env.Dir = hc.Dir
+	env.Stdin, env.Stdout, env.Stderr = hc.Stdin, hc.Stdout, hc.Stderr
+	return env
 }
 
 // appletBuiltins are the shell builtins that busybox also has as commands, which scripts call by

@@ -153,17 +153,10 @@ func sleep(ctx context.Context, c *call) int {
 		<-ctx.Done()
 		return ExitKilled
 	}
-	if d <= 0 {
+	if d <= 0 || c.p.env.Sleep(ctx, d) {
 		return 0
 	}
-	timer := c.p.env.Clock.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C():
-		return 0
-	case <-ctx.Done():
-		return ExitKilled
-	}
+	return ExitKilled
 }
 
 func touch(_ context.Context, c *call) int {
