@@ -255,6 +255,18 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// kubeletOptions are the in-process kubelets' options, on restartbed's control plane or an
+// existing cluster's: the cluster's gates, timing and clock, the options' nodes, programs and
+// images, each node as its own identity.
+func (c *Cluster) kubeletOptions(opts Options, api *fakekubelet.APIOptions, kubeletVersion string) fakekubelet.Options {
+	return fakekubelet.Options{API: api,
+		Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
+		Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: opts.builtinPrograms(),
+		KubeletVersion: kubeletVersion, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
+		NodeIdentities: true,
+	}
+}
+
 func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if opts.ExistingCluster != nil {
 		return c.startOnExisting(ctx, opts)
@@ -364,12 +376,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 				return err
 			}
 		}
-		c.Kubelet, err = fakekubelet.New(fakekubelet.Options{API: c.kubeletAPI.kubeletOptions(),
-			Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-			Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: opts.builtinPrograms(), HostBinaries: c.hostBinaries,
-			KubeletVersion: c.Release.Kubernetes, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
-			NodeIdentities: true,
-		})
+		kopts := c.kubeletOptions(opts, c.kubeletAPI.kubeletOptions(), c.Release.Kubernetes)
+		kopts.HostBinaries = c.hostBinaries
+		c.Kubelet, err = fakekubelet.New(kopts)
 		if err != nil {
 			return err
 		}

@@ -114,13 +114,7 @@ func (c *Cluster) startOnExisting(ctx context.Context, opts Options) error {
 	if err := fakekubelet.JoinAPI(ctx, c.Clientset, api, c.Clock.Now); err != nil {
 		return fmt.Errorf("the existing cluster: %w", err)
 	}
-	c.Kubelet, err = fakekubelet.New(fakekubelet.Options{
-		API:    api,
-		Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
-		Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: opts.builtinPrograms(),
-		KubeletVersion: kubeletVersion, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
-		NodeIdentities: true,
-	})
+	c.Kubelet, err = fakekubelet.New(c.kubeletOptions(opts, api, kubeletVersion))
 	if err != nil {
 		return err
 	}
