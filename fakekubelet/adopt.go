@@ -118,6 +118,7 @@ func (k *Kubelet) letGo(ctx context.Context, name string) {
 	}
 	k.closeServing(name)
 	k.images.ForgetNode(name) // a node adopted again under the name is another machine
+	k.events.forgetNode(name)
 	for _, pod := range k.pods.onNode(name) {
 		k.pods.queue.Add(pod.UID)
 	}

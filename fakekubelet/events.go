@@ -2,20 +2,29 @@ package fakekubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
+	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
-// Event reasons the kubelet writes (k8s.io/kubernetes/pkg/kubelet/events). restartbed records the
-// ones about trouble and stops, and those of images (package images: Pulling, Pulled, ...); it
-// does not record Created and Started yet, which would add two API writes to every container
-// start.
+// Event reasons the kubelet writes (k8s.io/kubernetes/pkg/kubelet/events) that this package
+// records itself; package images has those of pulls (Pulling, Pulled, ...).
 const (
+	eventCreated   = "Created"
+	eventStarted   = "Started"
 	eventKilling   = "Killing"
 	eventBackOff   = "BackOff"
 	eventFailed    = "Failed"
@@ -28,45 +37,208 @@ const (
 	eventFailedMount = "FailedMount"
 )
 
-// events records Events as each node's kubelet (source component "kubelet", host the node),
-// through one broadcaster for all nodes.
+// What each kubelet's event pipeline holds to, as the kubelet's: client-go's broadcaster keeps
+// at most 1000 events waiting and drops the next ones; the kubelet's event client sends at most
+// eventRecordQPS (50) a second with a burst of eventBurst (100); a write that fails for want of
+// the apiserver is tried 12 times, 10 s apart, the first wait random.
+const (
+	eventQueueLimit = 1000
+	eventQPS        = 50
+	eventBurst      = 100
+	eventTries      = 12
+	eventRetryAfter = 10 * time.Second
+)
+
+// eventWriters bounds the Event writes in flight for all nodes at once. A cluster has a writer
+// per kubelet; here the nodes share these, each node's events still written one at a time and in
+// order, so that a burst on one node waits behind that node's own events only.
+const eventWriters = StatusWorkers
+
+// events records Events as each node's kubelet does (source component "kubelet", host the node):
+// every node has its own correlator (the kubelet's aggregation into counts, its spam filter), its
+// own queue of at most eventQueueLimit and its own rate limit, as every kubelet has its own
+// broadcaster and event client. One client-go broadcaster makes the events for all nodes; its
+// handler only hands each to its node's pipeline, so that it never backs up and drops.
 type events struct {
 	broadcaster record.EventBroadcaster
+	clock       clock.PassiveClock
+	ids         *identities
 	// lost reports whether a node's events cannot reach the apiserver (a partition): the
 	// kubelet's recorder retries for a while and drops them, so restartbed drops them at once.
-	lost   func(node string) bool
+	lost func(node string) bool
+	// queue holds the names of the nodes with events to write; it hands each to one writer at a
+	// time.
+	queue workqueue.TypedDelayingInterface[string]
+	done  sync.WaitGroup
+
 	mu     sync.Mutex
-	byNode map[string]record.EventRecorder
+	byNode map[string]*nodeEvents
 }
 
-func newEvents(ctx context.Context, ids *identities, lost func(node string) bool) *events {
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(nodeSink{ids: ids})
-	return &events{broadcaster: b, byNode: map[string]record.EventRecorder{}, lost: lost}
+// nodeEvents is one node's kubelet's event pipeline.
+type nodeEvents struct {
+	recorder   record.EventRecorder
+	correlator *record.EventCorrelator
+	limiter    *rate.Limiter
+	// pending are the events made and not yet written, oldest first; tries counts the failed
+	// writes of the first.
+	pending []*corev1.Event
+	tries   int
+	// dropped counts the events lost to a full queue, for the log.
+	dropped int
 }
 
-// nodeSink writes each event as the kubelet of the node that recorded it (its source's host).
-type nodeSink struct{ ids *identities }
-
-func (s nodeSink) sink(e *corev1.Event) record.EventSink {
-	return &typedcorev1.EventSinkImpl{Interface: s.ids.client(e.Source.Host).CoreV1().Events("")}
+func newEvents(ctx context.Context, clk clock.PassiveClock, ids *identities, lost func(node string) bool) *events {
+	e := &events{
+		broadcaster: record.NewBroadcaster(record.WithContext(ctx)),
+		clock:       clk,
+		ids:         ids,
+		lost:        lost,
+		queue:       workqueue.NewTypedDelayingQueue[string](),
+		byNode:      map[string]*nodeEvents{},
+	}
+	e.broadcaster.StartEventWatcher(e.enqueue)
+	for range eventWriters {
+		e.done.Go(func() {
+			for e.writeNext(ctx) {
+			}
+		})
+	}
+	return e
 }
 
-func (s nodeSink) Create(e *corev1.Event) (*corev1.Event, error) { return s.sink(e).Create(e) }
-func (s nodeSink) Update(e *corev1.Event) (*corev1.Event, error) { return s.sink(e).Update(e) }
-func (s nodeSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
-	return s.sink(e).Patch(e, data)
-}
-
-func (e *events) recorder(node string) record.EventRecorder {
+// node returns the node's pipeline, made at its first event.
+func (e *events) node(name string) *nodeEvents {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := e.byNode[node]
-	if r == nil {
-		r = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: node})
-		e.byNode[node] = r
+	n := e.byNode[name]
+	if n == nil {
+		n = &nodeEvents{
+			recorder:   e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: name}),
+			correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{Clock: e.clock}),
+			limiter:    rate.NewLimiter(eventQPS, eventBurst),
+		}
+		e.byNode[name] = n
 	}
-	return r
+	return n
+}
+
+// enqueue hands an event the broadcaster made to its node's queue, or drops it when the queue is
+// full, as a kubelet's broadcaster does.
+func (e *events) enqueue(ev *corev1.Event) {
+	name := ev.Source.Host
+	n := e.node(name)
+	e.mu.Lock()
+	if len(n.pending) >= eventQueueLimit {
+		n.dropped++
+		e.mu.Unlock()
+		return
+	}
+	n.pending = append(n.pending, ev)
+	e.mu.Unlock()
+	e.queue.Add(name)
+}
+
+// writeNext writes the events of the next node with some waiting, within its rate limit, until
+// the node has none left or must wait; it reports false once the pipeline is shut down.
+func (e *events) writeNext(ctx context.Context) bool {
+	name, shutdown := e.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer e.queue.Done(name)
+	for {
+		e.mu.Lock()
+		n := e.byNode[name]
+		if n == nil || len(n.pending) == 0 {
+			e.mu.Unlock()
+			return true
+		}
+		if n.dropped > 0 {
+			klog.FromContext(ctx).Info("Dropped events: the node's queue was full", "node", name, "events", n.dropped)
+			n.dropped = 0
+		}
+		// The event client's rate limit is the process's, in real time whatever the clock of
+		// the emulation.
+		now := time.Now()
+		if r := n.limiter.ReserveN(now, 1); r.DelayFrom(now) > 0 {
+			r.CancelAt(now)
+			e.mu.Unlock()
+			e.queue.AddAfter(name, r.DelayFrom(now))
+			return true
+		}
+		ev, tries := n.pending[0], n.tries
+		e.mu.Unlock()
+
+		written := e.write(ctx, n, ev)
+		e.mu.Lock()
+		if written || tries+1 >= eventTries {
+			if !written {
+				klog.FromContext(ctx).Error(nil, "Unable to write event (retry limit exceeded)", "node", name, "reason", ev.Reason,
+					"object", klog.KRef(ev.InvolvedObject.Namespace, ev.InvolvedObject.Name))
+			}
+			n.pending[0] = nil
+			n.pending, n.tries = n.pending[1:], 0
+			e.mu.Unlock()
+			continue
+		}
+		n.tries++
+		e.mu.Unlock()
+		delay := eventRetryAfter
+		if tries == 0 {
+			delay = time.Duration(rand.Float64() * float64(delay)) // kubelets apart after an outage
+		}
+		e.queue.AddAfter(name, delay)
+		return true
+	}
+}
+
+// write sends one event through the node's correlator: dropped by its spam filter, a patch of
+// the count of one already written, or a new one. It reports false when the write should be
+// tried again: the apiserver could not be reached.
+func (e *events) write(ctx context.Context, n *nodeEvents, ev *corev1.Event) bool {
+	if e.lost(ev.Source.Host) {
+		return true // cut off since it was made
+	}
+	result, err := n.correlator.EventCorrelate(ev)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Correlating an event failed", "reason", ev.Reason)
+	}
+	if result.Skip {
+		return true
+	}
+	events := e.ids.client(ev.Source.Host).CoreV1().Events(result.Event.Namespace)
+	var written *corev1.Event
+	update := result.Event.Count > 1
+	if update {
+		written, err = events.Patch(ctx, result.Event.Name, types.StrategicMergePatchType, result.Patch, metav1.PatchOptions{})
+	}
+	if !update || apierrors.IsNotFound(err) {
+		created := result.Event.DeepCopy()
+		created.ResourceVersion = ""
+		written, err = events.Create(ctx, created, metav1.CreateOptions{})
+	}
+	if err == nil {
+		n.correlator.UpdateState(written)
+		return true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		// The apiserver refused it (already exists, its namespace terminating, invalid): trying
+		// again would be refused again.
+		klog.FromContext(ctx).V(5).Info("Server rejected event", "reason", ev.Reason, "err", err)
+		return true
+	}
+	klog.FromContext(ctx).V(2).Info("Unable to write event; will retry", "reason", ev.Reason, "err", err)
+	return false
+}
+
+// forgetNode drops what the node's kubelet held of its events, unwritten ones included: the
+// kubelet process restarted, or the node is let go.
+func (e *events) forgetNode(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.byNode, name)
 }
 
 // container records an event about one container of the pod, as the kubelet does: the object is
@@ -75,15 +247,9 @@ func (e *events) container(pod *corev1.Pod, c *corev1.Container, eventType, reas
 	if e.lost(pod.Spec.NodeName) {
 		return
 	}
-	field := fmt.Sprintf("spec.containers{%s}", c.Name)
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == c.Name {
-			field = fmt.Sprintf("spec.initContainers{%s}", c.Name)
-		}
-	}
-	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-		ResourceVersion: pod.ResourceVersion, FieldPath: field}
-	e.recorder(pod.Spec.NodeName).Eventf(ref, eventType, reason, format, args...)
+	ref := podRef(pod)
+	ref.FieldPath = fieldPath(pod, c.Name)
+	e.node(pod.Spec.NodeName).recorder.Eventf(ref, eventType, reason, format, args...)
 }
 
 // pod records an event about the pod as a whole.
@@ -91,10 +257,34 @@ func (e *events) pod(pod *corev1.Pod, eventType, reason, format string, args ...
 	if e.lost(pod.Spec.NodeName) {
 		return
 	}
-	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-		ResourceVersion: pod.ResourceVersion}
-	e.recorder(pod.Spec.NodeName).Eventf(ref, eventType, reason, format, args...)
+	e.node(pod.Spec.NodeName).recorder.Eventf(podRef(pod), eventType, reason, format, args...)
 }
 
-// stop flushes nothing more and ends the broadcaster's goroutines.
-func (e *events) stop() { e.broadcaster.Shutdown() }
+func podRef(pod *corev1.Pod) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		ResourceVersion: pod.ResourceVersion}
+}
+
+// fieldPath is the path of the pod's container of that name in its spec, as the kubelet's
+// container references have it.
+func fieldPath(pod *corev1.Pod, name string) string {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return fmt.Sprintf("spec.initContainers{%s}", name)
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return fmt.Sprintf("spec.ephemeralContainers{%s}", name)
+		}
+	}
+	return fmt.Sprintf("spec.containers{%s}", name)
+}
+
+// stop ends the broadcaster and the writers; events not yet written are lost, as a kubelet's
+// are when it stops.
+func (e *events) stop() {
+	e.broadcaster.Shutdown()
+	e.queue.ShutDown()
+	e.done.Wait()
+}

@@ -107,6 +107,7 @@ func (k *Kubelet) RestartKubelet(name string) error {
 // resync forgets the in-memory state of the node's pods and syncs them again.
 func (k *Kubelet) resync(n *nodes.Node) {
 	k.pods.kubeletRestarted(n.Name())
+	k.events.forgetNode(n.Name())
 	for _, pod := range k.pods.onNode(n.Name()) {
 		k.pods.forgetState(pod.UID)
 		k.status.Forget(pod.UID)

@@ -168,7 +168,7 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	// The kubelet reads pods' spec and status, never who wrote which field: managed fields would be
 	// most of the cache's memory at thousands of pods.
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0, informers.WithTransform(crcache.TransformStripManagedFields()))
-	k.events = newEvents(ctx, k.ids, func(name string) bool {
+	k.events = newEvents(ctx, k.clock, k.ids, func(name string) bool {
 		n := k.nodes.Get(name)
 		return n != nil && n.Partitioned()
 	})

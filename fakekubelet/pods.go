@@ -580,11 +580,14 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		return false
 	}
 	inst, err := p.rt.Start(pod, c, env)
+	// The runtime created the container either way; a start error is runc's, after the create.
+	p.events.container(pod, c, corev1.EventTypeNormal, eventCreated, "Container created")
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.Name, "err", err)
 		p.events.container(pod, c, corev1.EventTypeWarning, eventFailed, "Error: %s", inst.Message)
 		return false
 	}
+	p.events.container(pod, c, corev1.EventTypeNormal, eventStarted, "Container started")
 	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
 		return false
 	}

@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,7 +32,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -165,7 +165,20 @@ func measure(ctx context.Context, o options, impl string, run int) (result, erro
 		_ = cmd.Wait() // stopped by the signal: its status says only that
 	}()
 	pid := cmd.Process.Pid
-	if err := waitFor(ctx, "every node Ready", func() (bool, error) { return nodesReady(ctx, cs, o.nodes) }); err != nil {
+	// The harness watches (one informer each for nodes and pods) rather than lists: a List of
+	// every pod each 100 ms took about a tenth of kube-apiserver's CPU, which both fake-node
+	// processes then competed for.
+	informers := kubeinformers.NewSharedInformerFactory(cs, 0)
+	nodes := informers.Core().V1().Nodes().Informer().GetStore()
+	pods := informers.Core().V1().Pods().Informer().GetStore()
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	informers.Start(watchCtx.Done())
+	defer func() {
+		stopWatching()
+		informers.Shutdown()
+	}()
+	informers.WaitForCacheSync(watchCtx.Done())
+	if err := waitFor(ctx, "every node Ready and schedulable", func() bool { return nodesSchedulable(nodes, o.nodes) }); err != nil {
 		return result{}, err
 	}
 
@@ -184,7 +197,7 @@ func measure(ctx context.Context, o options, impl string, run int) (result, erro
 	}); err != nil {
 		return result{}, fmt.Errorf("creating the pods: %w", err)
 	}
-	if err := waitFor(ctx, "every pod Running and Ready", func() (bool, error) { return podsReady(ctx, cs, o.nodes) }); err != nil {
+	if err := waitFor(ctx, "every pod Running and Ready", func() bool { return podsReady(pods, o.nodes) }); err != nil {
 		return result{}, err
 	}
 	r := result{impl: impl, run: run, toRunning: time.Since(start)}
@@ -195,10 +208,7 @@ func measure(ctx context.Context, o options, impl string, run int) (result, erro
 	}); err != nil {
 		return result{}, fmt.Errorf("deleting the pods: %w", err)
 	}
-	if err := waitFor(ctx, "every pod gone", func() (bool, error) {
-		pods, err := cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 0, err
-	}); err != nil {
+	if err := waitFor(ctx, "every pod gone", func() bool { return len(pods.ListKeys()) == 0 }); err != nil {
 		return result{}, err
 	}
 	r.toGone = time.Since(start)
@@ -276,36 +286,38 @@ func pod(i int) *corev1.Pod {
 	}
 }
 
-func nodesReady(ctx context.Context, cs kubernetes.Interface, n int) (bool, error) {
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return false, err
-	}
+// nodesSchedulable reports whether n nodes are Ready and free of the node lifecycle
+// controller's not-ready and unreachable taints: until then kube-scheduler refuses pods to them
+// and retries after a backoff, which would be counted against the fake nodes.
+func nodesSchedulable(store cache.Store, n int) bool {
 	ready := 0
-	for _, node := range nodes.Items {
+	for _, obj := range store.List() {
+		node := obj.(*corev1.Node)
+		if slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable
+		}) {
+			continue
+		}
 		for _, c := range node.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 				ready++
 			}
 		}
 	}
-	return ready == n, nil
+	return ready == n
 }
 
-func podsReady(ctx context.Context, cs kubernetes.Interface, n int) (bool, error) {
-	pods, err := cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return false, err
-	}
+func podsReady(store cache.Store, n int) bool {
 	ready := 0
-	for _, p := range pods.Items {
+	for _, obj := range store.List() {
+		p := obj.(*corev1.Pod)
 		for _, c := range p.Status.Conditions {
 			if p.Status.Phase == corev1.PodRunning && c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 				ready++
 			}
 		}
 	}
-	return ready == n, nil
+	return ready == n
 }
 
 // forEach runs f for 0..n-1 with writers at a time.
@@ -318,16 +330,12 @@ func forEach(ctx context.Context, n int, f func(context.Context, int) error) err
 	return g.Wait()
 }
 
-// waitFor polls ok every 100 ms for 10 minutes.
-func waitFor(ctx context.Context, what string, ok func() (bool, error)) error {
+// waitFor checks ok, which reads the informers' stores, every 100 ms for 10 minutes.
+func waitFor(ctx context.Context, what string, ok func() bool) error {
 	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		done, err := ok()
-		if done {
-			return nil
-		}
+	for !ok() {
 		if time.Now().After(deadline) {
-			return errors.Join(fmt.Errorf("%s: not after 10 minutes", what), err)
+			return fmt.Errorf("%s: not after 10 minutes", what)
 		}
 		select {
 		case <-ctx.Done():
@@ -335,6 +343,7 @@ func waitFor(ctx context.Context, what string, ok func() (bool, error)) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
