@@ -169,7 +169,7 @@ func (k *Kubelet) serve(n *nodes.Node, serving *nodeServing) error {
 			})
 			return cert, certErr
 		}}
-	handler := k.api.Handler(name)
+	handler := refusedWhileStopped(n, k.api.Handler(name))
 	stop, err := serving.iface.ServeTLS(nodes.KubeletPort, handler, cfg)
 	if err != nil {
 		return fmt.Errorf("fakekubelet: node %s: serving the kubelet API: %w", name, err)
@@ -185,6 +185,25 @@ func (k *Kubelet) serve(n *nodes.Node, serving *nodeServing) error {
 		serving.stops = append(serving.stops, func() { _ = srv.Close() })
 	}
 	return nil
+}
+
+// refusedWhileStopped serves the node's kubelet API while its kubelet runs. A stopped kubelet has
+// no server: each request's connection is closed unanswered (a 503 where the connection cannot be
+// taken over, on HTTP/2), as close to a refused connection as a listener that stays open gets.
+func refusedWhileStopped(n *nodes.Node, api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !n.KubeletStopped() {
+			api.ServeHTTP(w, r)
+			return
+		}
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close() // nothing to tell the client but the close
+				return
+			}
+		}
+		http.Error(w, fmt.Sprintf("the kubelet of node %s is stopped", n.Name()), http.StatusServiceUnavailable)
+	})
 }
 
 // podsByNode is the pod informer's index by node.

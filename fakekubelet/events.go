@@ -8,13 +8,13 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -61,7 +61,7 @@ const eventWriters = StatusWorkers
 // handler only hands each to its node's pipeline, so that it never backs up and drops.
 type events struct {
 	broadcaster record.EventBroadcaster
-	clock       clock.PassiveClock
+	clock       clock.WithTicker
 	ids         *identities
 	// lost reports whether a node's events cannot reach the apiserver (a partition): the
 	// kubelet's recorder retries for a while and drops them, so restartbed drops them at once.
@@ -79,7 +79,7 @@ type events struct {
 type nodeEvents struct {
 	recorder   record.EventRecorder
 	correlator *record.EventCorrelator
-	limiter    *rate.Limiter
+	limiter    flowcontrol.PassiveRateLimiter
 	// pending are the events made and not yet written, oldest first; tries counts the failed
 	// writes of the first.
 	pending []*corev1.Event
@@ -88,14 +88,15 @@ type nodeEvents struct {
 	dropped int
 }
 
-func newEvents(ctx context.Context, clk clock.PassiveClock, ids *identities, lost func(node string) bool) *events {
+func newEvents(ctx context.Context, clk clock.WithTicker, ids *identities, lost func(node string) bool) *events {
 	e := &events{
 		broadcaster: record.NewBroadcaster(record.WithContext(ctx)),
 		clock:       clk,
 		ids:         ids,
 		lost:        lost,
-		queue:       workqueue.NewTypedDelayingQueue[string](),
-		byNode:      map[string]*nodeEvents{},
+		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
+			Name: "restartbed-kubelet-events", Clock: clk}),
+		byNode: map[string]*nodeEvents{},
 	}
 	e.broadcaster.StartEventWatcher(e.enqueue)
 	for range eventWriters {
@@ -116,7 +117,7 @@ func (e *events) node(name string) *nodeEvents {
 		n = &nodeEvents{
 			recorder:   e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: name}),
 			correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{Clock: e.clock}),
-			limiter:    rate.NewLimiter(eventQPS, eventBurst),
+			limiter:    flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(eventQPS, eventBurst, e.clock),
 		}
 		e.byNode[name] = n
 	}
@@ -158,13 +159,9 @@ func (e *events) writeNext(ctx context.Context) bool {
 			klog.FromContext(ctx).Info("Dropped events: the node's queue was full", "node", name, "events", n.dropped)
 			n.dropped = 0
 		}
-		// The event client's rate limit is the process's, in real time whatever the clock of
-		// the emulation.
-		now := time.Now()
-		if r := n.limiter.ReserveN(now, 1); r.DelayFrom(now) > 0 {
-			r.CancelAt(now)
+		if !n.limiter.TryAccept() {
 			e.mu.Unlock()
-			e.queue.AddAfter(name, r.DelayFrom(now))
+			e.queue.AddAfter(name, time.Second/eventQPS) // when the next token is in the bucket
 			return true
 		}
 		ev, tries := n.pending[0], n.tries

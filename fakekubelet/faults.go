@@ -100,8 +100,61 @@ func (k *Kubelet) RestartKubelet(name string) error {
 	if n.Partitioned() {
 		return fmt.Errorf("node %s is partitioned: a kubelet restarted now could not read its pods; recover the node first", name)
 	}
+	if n.KubeletStopped() {
+		return fmt.Errorf("the kubelet of node %s is stopped: start it (StartKubelet)", name)
+	}
 	k.resync(n)
 	return nil
+}
+
+// StopKubelet stops a node's kubelet process, as `systemctl kill` of its unit does: the node's
+// containers run on (a crash is not restarted, an exit not reported), and nothing of the kubelet
+// acts until StartKubelet: no Lease renewals or node status (the node lifecycle controller marks
+// it NotReady after its grace), no pod syncs, status writes or events, no probes, and its kubelet
+// API refuses every request. It fails if the kubelet is already stopped.
+func (k *Kubelet) StopKubelet(name string) error {
+	n, p, err := k.startedNode(name)
+	if err != nil {
+		return err
+	}
+	if !n.StopKubelet() {
+		return fmt.Errorf("the kubelet of node %s is already stopped", name)
+	}
+	for _, pod := range p.onNode(name) {
+		p.prober.RemovePod(pod.UID) // the probe workers die with the process
+		k.status.Forget(pod.UID)    // and so do the statuses it had not written
+	}
+	k.events.forgetNode(name)
+	return nil
+}
+
+// StartKubelet starts a node's stopped kubelet again: it renews its Lease and posts its node status
+// at once, then syncs every pod of the node from the API and the runtime with none of the
+// in-memory state it had (as RestartKubelet). It fails if the kubelet is running, or if the node is
+// partitioned (a kubelet started now could not read its pods; recover the node first).
+func (k *Kubelet) StartKubelet(ctx context.Context, name string) error {
+	n, _, err := k.startedNode(name)
+	if err != nil {
+		return err
+	}
+	if !n.KubeletStopped() {
+		return fmt.Errorf("the kubelet of node %s is not stopped", name)
+	}
+	if n.Partitioned() {
+		return fmt.Errorf("node %s is partitioned: a kubelet started now could not read its pods; recover the node first", name)
+	}
+	n.StartKubelet()
+	k.resync(n)
+	return k.nodes.Reconnected(ctx, n, k.nodeLister)
+}
+
+// KubeletStopped reports whether the node's kubelet is stopped (StopKubelet).
+func (k *Kubelet) KubeletStopped(name string) (bool, error) {
+	n, err := k.node(name)
+	if err != nil {
+		return false, err
+	}
+	return n.KubeletStopped(), nil
 }
 
 // resync forgets the in-memory state of the node's pods and syncs them again.

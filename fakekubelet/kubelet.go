@@ -170,7 +170,7 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0, informers.WithTransform(crcache.TransformStripManagedFields()))
 	k.events = newEvents(ctx, k.clock, k.ids, func(name string) bool {
 		n := k.nodes.Get(name)
-		return n != nil && n.Partitioned()
+		return n != nil && (n.Partitioned() || n.KubeletStopped())
 	})
 	k.nodeLister = factory.Core().V1().Nodes().Lister()
 	if err := k.newNetwork(startCtx, factory); err != nil {
@@ -341,7 +341,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	if k.opts.NodeIdentities {
 		statusFor = k.ids.pods
 	}
-	k.status, err = status.New(status.Options{Client: statusFor, Rules: rules, Held: p.cutOff, Clock: k.clock})
+	k.status, err = status.New(status.Options{Client: statusFor, Rules: rules, Held: p.silenced, Clock: k.clock})
 	if err != nil {
 		return err
 	}

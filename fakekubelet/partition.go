@@ -114,6 +114,9 @@ func (k *Kubelet) RecoverNode(ctx context.Context, name string) error {
 	}
 	n.Reconnect()
 	p.frozenMu.Unlock()
+	if n.KubeletStopped() {
+		return nil // the network is back, the kubelet is not: StartKubelet does the rest
+	}
 
 	if err := k.nodes.Reconnected(ctx, n, k.nodeLister); err != nil {
 		return err

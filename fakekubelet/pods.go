@@ -179,6 +179,25 @@ func (p *pods) teardown(uid types.UID) {
 	p.releaseIP(uid)
 }
 
+// kubeletStopped reports whether the kubelet of the pod's node is stopped: the node the API binds
+// it to or, for a pod gone from the API, the node its sandbox runs on.
+func (p *pods) kubeletStopped(pod *corev1.Pod, uid types.UID) bool {
+	node := ""
+	if pod != nil {
+		node = pod.Spec.NodeName
+	} else {
+		node, _ = p.rt.NodeOf(uid)
+	}
+	n := p.nodes.Get(node)
+	return n != nil && n.KubeletStopped()
+}
+
+// silenced reports whether the pod's statuses must wait: its kubelet is cut off from the
+// apiserver, or stopped.
+func (p *pods) silenced(uid types.UID) bool {
+	return p.cutOff(uid) || p.kubeletStopped(p.lookup(uid), uid)
+}
+
 // forgetState drops the kubelet's memory of a pod, its probe workers and their results (a
 // kubelet restart does this for all pods).
 func (p *pods) forgetState(uid types.UID) {
@@ -281,6 +300,9 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 	pod, unseen := p.view(uid)
 	if unseen {
 		return nil // bound to a partitioned node after the partition began: its kubelet never heard of it
+	}
+	if p.kubeletStopped(pod, uid) {
+		return nil // its kubelet is not running; StartKubelet syncs every pod of the node again
 	}
 	var n *nodes.Node
 	if pod != nil {

@@ -31,6 +31,8 @@ type Step struct {
 	FailNode       *NodeTarget       `yaml:"failNode"`
 	RecoverNode    *NodeTarget       `yaml:"recoverNode"`
 	RestartKubelet *NodeTarget       `yaml:"restartKubelet"`
+	StopKubelet    *NodeTarget       `yaml:"stopKubelet"`
+	StartKubelet   *NodeTarget       `yaml:"startKubelet"`
 	OOMKill        *ContainerTarget  `yaml:"oomKill"`
 
 	// Line is where the step starts in its file.
@@ -110,6 +112,16 @@ var stepKinds = []stepKind{
 	{"restartKubelet", func(s *Step) bool { return s.RestartKubelet != nil }, func(c *stepCheck) stepAction {
 		return c.nodeStep("restartKubelet", c.step.RestartKubelet, func(_ context.Context, r *runner, node string) error {
 			return r.cluster.Kubelet.RestartKubelet(node)
+		})
+	}},
+	{"stopKubelet", func(s *Step) bool { return s.StopKubelet != nil }, func(c *stepCheck) stepAction {
+		return c.nodeStep("stopKubelet", c.step.StopKubelet, func(_ context.Context, r *runner, node string) error {
+			return r.cluster.Kubelet.StopKubelet(node)
+		})
+	}},
+	{"startKubelet", func(s *Step) bool { return s.StartKubelet != nil }, func(c *stepCheck) stepAction {
+		return c.nodeStep("startKubelet", c.step.StartKubelet, func(ctx context.Context, r *runner, node string) error {
+			return r.cluster.Kubelet.StartKubelet(ctx, node)
 		})
 	}},
 }
@@ -415,7 +427,7 @@ func (e execStep) run(ctx context.Context, r *runner) error {
 	})
 }
 
-// failNode, recoverNode, restartKubelet: a fault of a node, named or as the node of a pod.
+// failNode, recoverNode, restartKubelet, stopKubelet, startKubelet: a fault of a node, named or as the node of a pod.
 type nodeStep struct {
 	key    string
 	target *NodeTarget

@@ -52,7 +52,9 @@ type kubeletFlags struct {
 	allowBinaries     bool
 	nodeIdentities    bool
 	imageCommands     bool
-	set               func(name string) bool
+	// controlSocket is where the nodes' kubelet units are served to restartbed systemctl.
+	controlSocket string
+	set           func(name string) bool
 }
 
 func newKubeletCommand() *cobra.Command {
@@ -118,6 +120,7 @@ node losing power would. See docs/join.md.`,
 	fs.BoolVar(&f.imageCommands, "image-commands", true,
 		"a container without a command runs its image's entrypoint and default command when restartbed knows the image (docs/images.md); false: it runs until stopped")
 	fs.StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and images to use (its objects and steps are not)")
+	addNodeControlFlags(fs, &f.controlSocket, nil)
 	fs.BoolVar(&f.allowBinaries, "allow-host-binaries", false,
 		"let the --from scenario's programs run host executables as containers' processes (needs root)")
 	return cmd
@@ -130,6 +133,9 @@ func joinOptions(f kubeletFlags) (join.Options, error) {
 		{Image: "*" + agent.ContainerName + "*", Builtin: builtins.Agent},
 	}, Builtins: builtins.Programs(), AllowHostBinaries: f.allowBinaries, NodeIdentities: f.nodeIdentities}
 	var errs []error
+	if f.controlSocket != "" {
+		errs = append(errs, checkNodeControl(f.controlSocket, 0, 0))
+	}
 	if f.from != "" {
 		sc, err := scenarios.Load(f.from)
 		if err != nil {
@@ -326,6 +332,11 @@ func runKubelet(ctx context.Context, out, progress io.Writer, f kubeletFlags) er
 	}
 	fmt.Fprintf(out, "  identity:    %s\n", identity)
 	fmt.Fprintf(out, "  timing:      %s\n", k.Timing.Name)
+	control, err := serveNodeControl(ctx, k.Kubelet, f.controlSocket, 0)
+	if err != nil {
+		return err
+	}
+	control.print(out)
 	fmt.Fprintln(out, "\nPress Ctrl-C to stop; the nodes and their pods stay in the API, as after a power loss.")
 	<-ctx.Done()
 	fmt.Fprintln(out, "interrupted")

@@ -48,6 +48,9 @@ type Node struct {
 	// cutOff: the node is partitioned from the apiserver: its kubelet and its pods' programs
 	// reach nothing.
 	cutOff atomic.Bool
+	// kubeletDown: the node's kubelet process is stopped (Kubelet.StopKubelet): no heartbeats, no
+	// syncs, no kubelet API; the node's containers run on.
+	kubeletDown atomic.Bool
 	// postedImages are the images the node's status last posted (Set.images).
 	postedImages atomic.Pointer[[]corev1.ContainerImage]
 }
@@ -115,6 +118,15 @@ func (n *Node) Partition() bool { return n.cutOff.CompareAndSwap(false, true) }
 
 // Reconnect ends the node's partition; false if it was not partitioned.
 func (n *Node) Reconnect() bool { return n.cutOff.CompareAndSwap(true, false) }
+
+// KubeletStopped reports whether the node's kubelet process is stopped.
+func (n *Node) KubeletStopped() bool { return n.kubeletDown.Load() }
+
+// StopKubelet marks the node's kubelet stopped; false if it already was.
+func (n *Node) StopKubelet() bool { return n.kubeletDown.CompareAndSwap(false, true) }
+
+// StartKubelet marks the node's kubelet running again; false if it was not stopped.
+func (n *Node) StartKubelet() bool { return n.kubeletDown.CompareAndSwap(true, false) }
 
 // Network wraps the transport of a pod's programs: while the node is partitioned, requests fail
 // as on an unreachable network and open responses (watches) break at their next read.

@@ -433,7 +433,7 @@ func (s *Set) Heartbeat(ctx context.Context, current corelisters.NodeLister) {
 		var g errgroup.Group
 		g.SetLimit(apiWorkers)
 		for _, n := range s.All() {
-			if n.Partitioned() {
+			if n.Partitioned() || n.KubeletStopped() {
 				continue
 			}
 			g.Go(func() error {

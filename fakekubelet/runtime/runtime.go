@@ -299,6 +299,17 @@ func detach(sb *sandbox) {
 	}
 }
 
+// NodeOf returns the node the pod's sandbox runs on; false if the pod has none.
+func (r *Runtime) NodeOf(uid types.UID) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.pods[uid]
+	if sb == nil {
+		return "", false
+	}
+	return sb.node, true
+}
+
 // HasSandbox reports whether the pod has a sandbox.
 func (r *Runtime) HasSandbox(uid types.UID) bool {
 	r.mu.Lock()
