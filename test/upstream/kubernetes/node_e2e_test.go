@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,10 +93,10 @@ var notApplicable = []struct {
 }{
 	{file: "container_restart_test.go",
 		reason: "rewrites the kubelet's configuration file and restarts it with systemctl, and injects failures through the CRI proxy; restartbed's kubelets have neither"},
-	{text: `[Kk]ubelet ?[Rr]estart`,
-		reason: "restarts the kubelet with systemctl; restartbed's kubelets run in its process and have no systemd unit"},
-	{text: `[Rr]eboot`,
-		reason: "reboots the node: stops the kubelet with systemctl and removes its containers with crictl"},
+	{text: `Not Change Container Status`,
+		reason: "KEP-5278 (ChangeContainerStatusOnKubeletRestart off, the default since 1.35): a restarted kubelet keeps its running containers' ready and started status until their probes run again; restartbed's restarted kubelet resets them, not yet emulating this"},
+	{text: `[Rr]eboot|statuses have been removed`,
+		reason: "reads or changes the container runtime through its CRI socket (ListPodSandbox, StopPodSandbox, RemoveContainer); restartbed serves no CRI endpoint"},
 }
 
 // result is one spec's outcome.
@@ -159,10 +160,10 @@ func runRelease(t *testing.T, root, restartbed string, release controlplane.Rele
 	bin, ginkgo := buildSuite(t, root, release, s, work)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	host := up(ctx, t, restartbed, release, work)
+	node := up(ctx, t, restartbed, release, work)
 	token := adminToken(ctx, t, filepath.Join(work, "kubeconfig"))
 
-	results := run(t, s, ginkgo, bin, host, token, featureGates(release), work)
+	results := run(t, s, ginkgo, bin, node, token, featureGates(release), work, hostTools(t, restartbed, work))
 	if *focus != "" {
 		for _, r := range results {
 			if r.outcome == "n/a" {
@@ -271,14 +272,31 @@ func writeFile(t *testing.T, name string, data []byte) {
 	}
 }
 
-// upLine is what `restartbed up` prints once the cluster serves.
-var upLine = regexp.MustCompile(`^restartbed is up .* at (https://\S+?)/?$`)
+// What `restartbed up` prints once the cluster serves: the apiserver's URL, then the node's
+// kubelet healthz.
+var (
+	upLine      = regexp.MustCompile(`^restartbed is up .* at (https://\S+?)/?$`)
+	healthzLine = regexp.MustCompile(`^kubelet healthz of \S+: (http://\S+)$`)
+)
 
-// up runs `restartbed up` with one node until the test ends and returns the apiserver's URL.
-func up(ctx context.Context, t *testing.T, restartbed string, release controlplane.Release, work string) string {
+// controlSocket is the node control socket of `restartbed up`, in the work directory.
+const controlSocket = "control.sock"
+
+// node is the one node of `restartbed up` as the specs reach it.
+type node struct {
+	// host is the apiserver's URL.
+	host string
+	// healthz is the kubelet's healthz endpoint.
+	healthz string
+}
+
+// up runs `restartbed up` with one node until the test ends, its kubelet served as a systemd
+// unit on the control socket and its healthz on a port of its own.
+func up(ctx context.Context, t *testing.T, restartbed string, release controlplane.Release, work string) node {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, restartbed, "up", "--nodes", "1", "--kubernetes-version", release.Minor(),
-		"--kubeconfig", filepath.Join(work, "kubeconfig"))
+		"--kubeconfig", filepath.Join(work, "kubeconfig"),
+		"--control-socket", filepath.Join(work, controlSocket), "--kubelet-healthz-port", fmt.Sprint(freePort(t)))
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = time.Minute
 	stdout, err := cmd.StdoutPipe()
@@ -304,26 +322,64 @@ func up(ctx context.Context, t *testing.T, restartbed string, release controlpla
 			t.Logf("restartbed up said on stderr (last 8 KiB):\n%s", tail(string(data), 8<<10))
 		}
 	})
-	hostc := make(chan string, 1)
+	upc := make(chan node, 1)
 	go func() {
+		var n node
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if m := upLine.FindStringSubmatch(sc.Text()); m != nil {
-				hostc <- m[1]
+				n.host = m[1]
+			}
+			if m := healthzLine.FindStringSubmatch(sc.Text()); m != nil && n.host != "" {
+				n.healthz = m[1]
+				upc <- n
 			}
 		}
-		close(hostc)
+		close(upc)
 	}()
 	select {
-	case host, ok := <-hostc:
+	case n, ok := <-upc:
 		if !ok {
 			t.Fatal("restartbed up ended before it was up")
 		}
-		return host
+		return n
 	case <-time.After(20 * time.Minute): // the first run builds the control plane
 		t.Fatal("restartbed up did not come up within 20 minutes")
 	}
-	return ""
+	return node{}
+}
+
+// freePort returns a loopback port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// hostTools makes the commands upstream's framework runs on a node — "sudo systemctl list-units,
+// reset-failed, kill, restart" for the kubelet's unit — in a directory for the front of the specs'
+// PATH: sudo runs its command as it is (the specs run as the user that runs restartbed up), and
+// systemctl is restartbed's, on the control socket. It returns the specs' environment.
+func hostTools(t *testing.T, restartbed, work string) []string {
+	t.Helper()
+	dir := filepath.Join(work, "host-tools")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]string{
+		"sudo":      "#!/bin/sh\nexec \"$@\"\n",
+		"systemctl": fmt.Sprintf("#!/bin/sh\nexec %q systemctl --control-socket %q \"$@\"\n", restartbed, filepath.Join(work, controlSocket)),
+	}
+	for name, script := range tools {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
 // adminToken gives the specs what upstream's node suite gives them: a bearer token with which
@@ -356,8 +412,9 @@ func adminToken(ctx context.Context, t *testing.T, kubeconfig string) string {
 	return tr.Status.Token
 }
 
-// run runs the specs with ginkgo and returns the outcome of every spec of the chosen files.
-func run(t *testing.T, s suite, ginkgo, bin, host, token, gates, work string) []result {
+// run runs the specs with ginkgo, in the environment env, and returns the outcome of every spec
+// of the chosen files.
+func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work string, env []string) []result {
 	t.Helper()
 	reportFile := filepath.Join(work, "report.json")
 	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", parallelism), "--no-color", "--timeout=70m", "--json-report=" + reportFile}
@@ -377,12 +434,12 @@ func run(t *testing.T, s suite, ginkgo, bin, host, token, gates, work string) []
 	if s.outOfScope != "" {
 		args = append(args, "--skip="+s.outOfScope)
 	}
-	args = append(args, bin, "--", "--host="+host, "--bearer-token="+token)
+	args = append(args, bin, "--", "--host="+n.host, "--bearer-token="+token, "--kubelet-healthz-url="+n.healthz)
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
 	}
 	cmd := exec.Command(ginkgo, args...)
-	cmd.Dir = work
+	cmd.Dir, cmd.Env = work, env
 	start := time.Now()
 	out, runErr := cmd.CombinedOutput()
 	t.Logf("ginkgo ran the specs in %s (%v)", time.Since(start).Round(time.Second), runErr)

@@ -6,13 +6,18 @@ package e2enode
 // e2e_node_suite_test.go stands and does what that file does for a node whose services run
 // already — flags, feature gates, waiting for the node, the node's name and its kubelet's
 // configuration — but not what needs the host itself: system validation (the kernel and cgroups
-// of the machine the kubelet runs on), pre-pulling images, starting or stopping services.
+// of the machine the kubelet runs on), pre-pulling images, starting services. The specs stop and
+// restart the kubelet with "sudo systemctl ..." as on a node: the harness puts restartbed's
+// systemctl on their PATH (node_e2e_test.go, hostTools), and --kubelet-healthz-url says where the
+// kubelet's healthz is, which on a node is http://127.0.0.1:10248/healthz.
 
 import (
 	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
+	"regexp"
 	"testing"
 	"time"
 
@@ -54,6 +59,7 @@ func TestMain(m *testing.M) {
 	flag.StringVar(&framework.TestContext.NodeName, "node-name", "", "the node the specs run on")
 	flag.StringVar(&framework.TestContext.BearerToken, "bearer-token", "", "the token the specs authenticate with at --host")
 	flag.Var(cliflag.NewMapStringBool(&featureGates), "feature-gates", "the cluster's feature gates: A=true,B=false")
+	flag.StringVar(&kubeletHealthCheckURL, "kubelet-healthz-url", kubeletHealthCheckURL, "the node's kubelet healthz endpoint (restartbed up --kubelet-healthz-port)")
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
 	pflag.Parse()
 	if pflag.CommandLine.NArg() > 0 {
@@ -100,4 +106,20 @@ var _ = ginkgo.BeforeSuite(func(ctx context.Context) {
 	framework.Logf("Node name: %s", framework.TestContext.NodeName)
 	kubeletCfg, err = getCurrentKubeletConfig(ctx)
 	framework.ExpectNoError(err, "reading the kubelet's configuration through /configz")
+})
+
+// A spec that fails while the kubelet is stopped leaves it stopped, as on a node, and every spec
+// after it would then fail for want of a kubelet rather than for what it tests: after each spec,
+// a stopped kubelet unit is started again.
+var _ = ginkgo.AfterEach(func(ctx context.Context) {
+	out, err := exec.CommandContext(ctx, "systemctl", "list-units", "--state=inactive", "--no-legend", "*kubelet*").Output()
+	if err != nil {
+		return // not run by restartbed's harness: no units to see
+	}
+	for _, unit := range regexp.MustCompile(`kubelet-\w+\.service`).FindAllString(string(out), -1) {
+		framework.Logf("The kubelet unit %s was left stopped; starting it", unit)
+		if out, err := exec.CommandContext(ctx, "systemctl", "start", unit).CombinedOutput(); err != nil {
+			framework.Logf("Starting %s: %v: %s", unit, err, out)
+		}
+	}
 })
