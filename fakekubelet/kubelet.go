@@ -332,8 +332,9 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		return fmt.Errorf("fakekubelet: status client: %w", err)
 	}
 	p := &pods{ids: k.ids, clock: k.clock, timing: k.opts.Timing, rules: rules, events: k.events,
-		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
-		nodes: k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
+		changeStatusOnRestart: k.opts.FeatureGates[gateChangeStatusOnKubeletRestart],
+		queue:                 workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
+		nodes:                 k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
 		podIP: map[types.UID]podAddress{}, started: k.clock.Now(), restarted: map[string]time.Time{}, frozen: map[types.UID]*corev1.Pod{}, release: k.release,
 		sources: sources, tokens: tokens, images: k.images}
 	k.images.Notify(p.pulled)
@@ -374,7 +375,8 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		probeRand = rand.NewPCG(k.opts.Rand.Uint64(), k.opts.Rand.Uint64())
 	}
 	p.prober = prober.New(ctx, prober.Options{Clock: k.clock, Target: k.rt, Status: k.status.Container, Release: k.release,
-		Updated: p.probeUpdated, PodIP: p.sandboxIP, Rand: probeRand,
+		ChangeStatusOnKubeletRestart: p.changeStatusOnRestart,
+		Updated:                      p.probeUpdated, PodIP: p.sandboxIP, Rand: probeRand,
 		Unhealthy: func(pod *corev1.Pod, c *corev1.Container, format string, args ...any) {
 			p.events.container(pod, c, corev1.EventTypeWarning, eventUnhealthy, format, args...)
 		}})

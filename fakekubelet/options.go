@@ -43,6 +43,11 @@ func (p NodePool) NodeName(i int) string { return fmt.Sprintf("%s-%d", p.Name, i
 // already present; on by default in every supported release.
 const gateEnsureSecretPulledImages = "KubeletEnsureSecretPulledImages"
 
+// gateChangeStatusOnKubeletRestart is the kubelet's deprecated gate that brings back the status
+// a restarted kubelet gave its running containers before 1.35 (neither started nor ready until
+// their probes say so); off by default in every supported release (KEP-5278).
+const gateChangeStatusOnKubeletRestart = "ChangeContainerStatusOnKubeletRestart"
+
 // GateRestartAllContainers is the feature gate the kubelets read from Options.FeatureGates: it
 // allows the RestartAllContainers action of restart rules.
 const GateRestartAllContainers = "RestartAllContainersOnContainerExits"

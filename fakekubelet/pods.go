@@ -89,7 +89,9 @@ type pods struct {
 	timing  timing.Profile
 	rules   restart.Rules
 	release release.Kubelet
-	rt      *runtime.Runtime
+	// changeStatusOnRestart is the ChangeContainerStatusOnKubeletRestart gate (status.KubeletRestart).
+	changeStatusOnRestart bool
+	rt                    *runtime.Runtime
 	// pleg is the runtime as the pod workers see it: the last relist's.
 	pleg     *pleg.PLEG
 	prober   *prober.Manager
@@ -212,6 +214,11 @@ func (p *pods) kubeletRestarted(node string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.restarted[node] = p.clock.Now()
+}
+
+// restartKeeps is what the node's kubelet's last start keeps of its running containers' status.
+func (p *pods) restartKeeps(node string) status.KubeletRestart {
+	return status.KubeletRestart{Start: p.kubeletStart(node), ChangeStatus: p.changeStatusOnRestart}
 }
 
 // kubeletStart is when the node's kubelet last started.
@@ -451,7 +458,8 @@ func (p *pods) input(pod *corev1.Pod, st *podState, n *nodes.Node, rt *container
 		}
 	}
 	return podactions.Input{Pod: pod, Old: old, Runtime: rt, HostIP: n.InternalIP().String(), Rules: p.rules,
-		Release: p.release, Probes: p.prober.Results(pod.UID), Reasons: cloneNonEmpty(st.reasons), Backoff: backoffAfter(pod, rt, st.backoff),
+		KubeletRestart: p.restartKeeps(pod.Spec.NodeName),
+		Release:        p.release, Probes: p.prober.Results(pod.UID), Reasons: cloneNonEmpty(st.reasons), Backoff: backoffAfter(pod, rt, st.backoff),
 		Stopping: cloneNonEmpty(st.stopIssued), Killing: cloneNonEmpty(st.killing), Restarts: cloneNonEmpty(st.restarts), PostStart: p.hooks.of(rt), Pulling: st.pulling.Load(),
 		Phase: st.phase, TerminatingAt: st.terminatingAt, MinGrace: p.timing.RestartAllKillGrace, Now: p.clock.Now()}
 }

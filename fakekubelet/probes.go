@@ -37,7 +37,7 @@ func (p *pods) publishProbeResults(pod *corev1.Pod, hostIP string) {
 		return // no status generated yet: the first sync publishes them
 	}
 	s, changed := status.ApplyProbeResults(status.Input{Pod: pod, Old: old, HostIP: hostIP, Rules: p.rules, Release: p.release,
-		Probes: p.prober.Results(pod.UID), Now: p.clock.Now()})
+		Probes: p.prober.Results(pod.UID), KubeletRestart: p.restartKeeps(pod.Spec.NodeName), Now: p.clock.Now()})
 	if changed {
 		p.setStatus(pod, s)
 	}

@@ -52,6 +52,8 @@ type Input struct {
 	Rules   restart.Rules
 	Release release.Kubelet
 	Probes  ProbeResults
+	// KubeletRestart is what the kubelet's last start keeps of running containers' status.
+	KubeletRestart status.KubeletRestart
 	// Reasons is the reason cache: why a container was last held back, by name.
 	Reasons map[string]status.Waiting
 	// Backoff is the crash-loop backoff at Now after each exited instance of Runtime, by
@@ -147,7 +149,7 @@ func (p *planner) syncPod() (terminal bool) {
 // kubelet's syncTerminatingPod generates the final status after its kill.
 func GenerateStatus(in Input, rt *container.PodStatus, terminating bool) corev1.PodStatus {
 	return status.Generate(status.Input{Pod: in.Pod, Old: in.Old, Runtime: rt, HostIP: in.HostIP, Rules: in.Rules, Release: in.Release,
-		Probes: in.Probes, Reasons: in.Reasons, Terminating: terminating, Now: in.Now})
+		Probes: in.Probes, KubeletRestart: in.KubeletRestart, Reasons: in.Reasons, Terminating: terminating, Now: in.Now})
 }
 
 // restartingAll reports whether the status has AllContainersRestarting=True.

@@ -80,6 +80,10 @@ type probeResults struct {
 
 func (r probeResults) Started(id string) bool { return r.started[id] }
 func (r probeResults) Ready(id string) bool   { return r.ready[id] }
+
+// Every instance has its probes' results, as once a worker has seen it.
+func (r probeResults) StartupKnown(string) bool   { return true }
+func (r probeResults) ReadinessKnown(string) bool { return true }
 func (r probeResults) Failed(id string) string {
 	return r.failed[id]
 }

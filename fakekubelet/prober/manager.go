@@ -43,6 +43,10 @@ type Options struct {
 	Status ContainerStatus
 	// Release says what the release's workers do differently.
 	Release release.Kubelet
+	// ChangeStatusOnKubeletRestart is the ChangeContainerStatusOnKubeletRestart gate: off (the
+	// default since 1.35), a worker created by a restart of the kubelet gives a container that
+	// ran before it no initial result, so that its status keeps what it had (KEP-5278).
+	ChangeStatusOnKubeletRestart bool
 	// Updated is told of each change of a result; it is called from a worker and must not
 	// block.
 	Updated func(pod types.UID, kind Kind, r Result)
@@ -108,7 +112,8 @@ func (m *Manager) AddPod(pod *corev1.Pod, kubeletStart time.Time) {
 			if spec == nil || m.workers[k] != nil {
 				continue
 			}
-			w := &worker{m: m, key: k, pod: pod, container: c, spec: spec, stop: make(chan struct{}), trigger: make(chan struct{}, 1)}
+			w := &worker{m: m, key: k, pod: pod, container: c, spec: spec, stop: make(chan struct{}), trigger: make(chan struct{}, 1),
+				restart: status.KubeletRestart{Start: kubeletStart, ChangeStatus: m.opts.ChangeStatusOnKubeletRestart}}
 			period := w.period()
 			if m.opts.Clock.Since(kubeletStart) < period {
 				w.delay = time.Duration(m.rand.Float64() * float64(period))
@@ -255,7 +260,7 @@ func (m *Manager) forget(w *worker, id string) {
 	if !ok {
 		return
 	}
-	rs[k.kind] = Unknown
+	rs[k.kind] = None
 	if rs == ([3]Result{}) {
 		delete(byID, id)
 	} else {

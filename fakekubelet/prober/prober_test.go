@@ -215,7 +215,7 @@ func TestNewInstance(t *testing.T) {
 	f.running("c", "c2", true, t0)
 	w.probeOnce()
 	r := m.Results(pod.UID)
-	if r.Of("c1", Liveness) != Unknown || r.Failed("c2") != "" || r.Of("c2", Liveness) != Success {
+	if r.Of("c1", Liveness) != None || r.Failed("c2") != "" || r.Of("c2", Liveness) != Success {
 		t.Errorf("c1 %s, c2 %s: want the old result gone and the new instance live", r.Of("c1", Liveness), r.Of("c2", Liveness))
 	}
 	f.mu.Lock()
@@ -343,5 +343,56 @@ func TestSlowProbe(t *testing.T) {
 	}
 	if m.Results("slow").Ready("s1") {
 		t.Error("the stuck probe reported")
+	}
+}
+
+// TestKubeletRestartNoInitialResult: a worker of a restarted kubelet gives a container that ran
+// before the restart no initial result, so that its status keeps its flags until a probe ends
+// (KEP-5278); a sidecar that had started keeps a startup success; a container started since, or
+// any container with the ChangeContainerStatusOnKubeletRestart gate on, starts from the initial
+// value.
+func TestKubeletRestartNoInitialResult(t *testing.T) {
+	restarted := status.KubeletRestart{Start: t0.Add(time.Minute)}
+	for _, tc := range []struct {
+		name    string
+		kind    Kind
+		sidecar bool
+		since   time.Time
+		restart status.KubeletRestart
+		want    Result
+	}{
+		{name: "readiness of a container that ran before", kind: Readiness, since: t0, restart: restarted, want: None},
+		{name: "startup of a container that ran before", kind: Startup, since: t0, restart: restarted, want: None},
+		{name: "startup of a sidecar that had started", kind: Startup, sidecar: true, since: t0, restart: restarted, want: Success},
+		{name: "readiness of a container started since", kind: Readiness, since: t0.Add(55 * time.Second), restart: restarted, want: Failure},
+		{name: "the gate on", kind: Readiness, since: t0,
+			restart: status.KubeletRestart{Start: t0.Add(time.Minute), ChangeStatus: true}, want: Failure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, m, _ := newFake(t, 37)
+			probe := execProbe(10, 1, 1, 100) // the first probe is far off: only the initial value shows
+			c := corev1.Container{Name: "c"}
+			if tc.kind == Startup {
+				c.StartupProbe = probe
+			} else {
+				c.ReadinessProbe = probe
+			}
+			pod := onePod(c)
+			if tc.sidecar {
+				c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+				pod.Spec.InitContainers, pod.Spec.Containers = []corev1.Container{c}, nil
+			}
+			spec := &pod.Spec.Containers
+			if tc.sidecar {
+				spec = &pod.Spec.InitContainers
+			}
+			w := newWorker(m, pod, &(*spec)[0], tc.kind)
+			w.restart = tc.restart
+			f.running("c", "c1", tc.kind != Startup || tc.sidecar, tc.since)
+			w.probeOnce()
+			if got := m.Results(pod.UID).Of("c1", tc.kind); got != tc.want {
+				t.Errorf("result %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

@@ -5,8 +5,11 @@ package prober
 type Result int8
 
 const (
-	// Unknown: no result yet (a startup probe's initial value).
-	Unknown Result = iota
+	// None: no result: no worker set one for the instance (after a restart of the kubelet, until
+	// the worker first sees it running since before, see KubeletRestart in package status).
+	None Result = iota
+	// Unknown: set but not probed yet, a startup probe's initial value.
+	Unknown
 	// Success: the probe passed successThreshold times in a row.
 	Success
 	// Failure: the probe failed failureThreshold times in a row, or the container is not
@@ -14,7 +17,7 @@ const (
 	Failure
 )
 
-func (r Result) String() string { return [...]string{"Unknown", "Success", "Failure"}[r] }
+func (r Result) String() string { return [...]string{"None", "Unknown", "Success", "Failure"}[r] }
 
 // Kind is one of a container's three probes.
 type Kind int
@@ -42,6 +45,12 @@ func (r Results) Started(id string) bool { return r.byID[id][Startup] == Success
 
 // Ready reports whether the instance's readiness probe has succeeded.
 func (r Results) Ready(id string) bool { return r.byID[id][Readiness] == Success }
+
+// StartupKnown reports whether the instance's startup probe has a result, Unknown included.
+func (r Results) StartupKnown(id string) bool { return r.byID[id][Startup] != None }
+
+// ReadinessKnown reports whether the instance's readiness probe has a result.
+func (r Results) ReadinessKnown(id string) bool { return r.byID[id][Readiness] != None }
 
 // Failed returns "liveness" or "startup" when that probe of the instance has failed at its
 // threshold: the instance is to be killed (computePodActions upstream).

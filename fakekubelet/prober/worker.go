@@ -11,6 +11,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
+	"github.com/restartbed/restartbed/fakekubelet/status"
 	"github.com/restartbed/restartbed/internal/clockctx"
 )
 
@@ -25,6 +26,8 @@ type worker struct {
 	spec      *corev1.Probe
 	// delay is how long the worker waits before its first probe (a kubelet just started).
 	delay time.Duration
+	// restart is when the kubelet that made the worker started, and what its restart keeps.
+	restart status.KubeletRestart
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -93,8 +96,17 @@ func (w *worker) probeOnce() bool {
 		if w.id != "" {
 			m.forget(w, w.id)
 		}
-		w.id, w.lastResult, w.resultRun, w.onHold = id, Unknown, 0, false
-		m.set(w, id, initial(w.key.kind))
+		w.id, w.lastResult, w.resultRun, w.onHold = id, None, 0, false
+		switch {
+		case !cs.Running || !w.restart.RanBefore(cs.StartedAt):
+			m.set(w, id, initial(w.key.kind))
+		case w.key.kind == Startup && cs.Started && restart.IsSidecar(w.container):
+			// A sidecar that had started keeps started with a result, which the start of the
+			// containers after it reads (kubernetes#136910).
+			m.set(w, id, Success)
+		}
+		// A container that ran before the kubelet restarted gets no initial result: its status
+		// keeps its started and ready flags until a probe has run (status.KubeletRestart).
 	}
 	if w.onHold {
 		return true

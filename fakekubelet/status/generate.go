@@ -51,6 +51,33 @@ type ProbeResults interface {
 	Started(id string) bool
 	// Ready: the last readiness probe of the instance succeeded.
 	Ready(id string) bool
+	// StartupKnown and ReadinessKnown: the instance's startup or readiness probe has a result
+	// at all, its initial value included.
+	StartupKnown(id string) bool
+	ReadinessKnown(id string) bool
+}
+
+// kubeletRestartGrace: a container that has run since this long before its kubelet started was
+// running before the kubelet restarted (the prober's kubeletRestartGracePeriod).
+const kubeletRestartGrace = 10 * time.Second
+
+// KubeletRestart is what the status generation keeps of running containers across a restart of
+// their kubelet (KEP-5278, the kubelet's behaviour since 1.35 unless the deprecated
+// ChangeContainerStatusOnKubeletRestart gate is enabled): until its probes have a result again,
+// a running container that had started keeps started, and one that ran before the kubelet
+// started is ready — unless it has a readiness probe and the pod was not Ready.
+type KubeletRestart struct {
+	// Start is when the pod's kubelet (re)started.
+	Start time.Time
+	// ChangeStatus is the ChangeContainerStatusOnKubeletRestart gate: a restarted kubelet's
+	// containers are neither started nor ready until their probes say so, as before 1.35.
+	ChangeStatus bool
+}
+
+// RanBefore reports whether a container running since startedAt ran before its kubelet
+// (re)started, and keeps its status for that.
+func (k KubeletRestart) RanBefore(startedAt time.Time) bool {
+	return !k.ChangeStatus && !k.Start.IsZero() && !startedAt.IsZero() && startedAt.Before(k.Start.Add(-kubeletRestartGrace))
 }
 
 // Waiting is a waiting reason the kubelet remembers for a container (its reason cache): set
@@ -76,6 +103,8 @@ type Input struct {
 	Release release.Kubelet
 	// Probes are the probe results; nil: no probe has a result.
 	Probes ProbeResults
+	// KubeletRestart is what a restart of the kubelet keeps of running containers' status.
+	KubeletRestart KubeletRestart
 	// Reasons is the reason cache by container name.
 	Reasons map[string]Waiting
 	// Terminating: the pod is being shut down (deleted, or terminal); a pod whose containers
@@ -306,8 +335,9 @@ func (g *generator) applyProbes(containers []corev1.Container, statuses []corev1
 	for i := range containers {
 		c := &containers[i]
 		st := restart.StatusOf(statuses, c.Name)
+		id := container.InstanceID(st.ContainerID)
 		started := st.State.Running != nil &&
-			(c.StartupProbe == nil || (g.in.Probes != nil && g.in.Probes.Started(container.InstanceID(st.ContainerID))))
+			(c.StartupProbe == nil || (g.in.Probes != nil && g.in.Probes.Started(id)) || g.keepsStarted(c, id))
 		st.Started = &started
 		if isInit && !restart.IsSidecar(c) {
 			if st.State.Terminated != nil && st.State.Terminated.ExitCode == 0 {
@@ -319,8 +349,36 @@ func (g *generator) applyProbes(containers []corev1.Container, statuses []corev1
 			continue
 		}
 		st.Ready = st.State.Running != nil &&
-			(c.ReadinessProbe == nil || (g.in.Probes != nil && g.in.Probes.Ready(container.InstanceID(st.ContainerID))))
+			(c.ReadinessProbe == nil || (g.in.Probes != nil && g.in.Probes.Ready(id)) || g.keepsReady(c, st))
 	}
+}
+
+// keepsStarted: a running container whose startup probe has no result yet keeps the started
+// flag its last status had, unless the ChangeContainerStatusOnKubeletRestart gate is on
+// (KubeletRestart).
+func (g *generator) keepsStarted(c *corev1.Container, id string) bool {
+	if g.in.KubeletRestart.ChangeStatus || (g.in.Probes != nil && g.in.Probes.StartupKnown(id)) {
+		return false
+	}
+	old := restart.StatusOf(g.in.Old.InitContainerStatuses, c.Name)
+	if old == nil {
+		old = restart.StatusOf(g.in.Old.ContainerStatuses, c.Name)
+	}
+	return old != nil && old.Started != nil && *old.Started
+}
+
+// keepsReady: a running container that ran before its kubelet (re)started and whose readiness
+// probe has no result yet is ready if the pod was Ready (KubeletRestart).
+func (g *generator) keepsReady(c *corev1.Container, st *corev1.ContainerStatus) bool {
+	if g.in.Probes != nil && g.in.Probes.ReadinessKnown(container.InstanceID(st.ContainerID)) {
+		return false
+	}
+	if st.State.Running == nil || !g.in.KubeletRestart.RanBefore(st.State.Running.StartedAt.Time) {
+		return false
+	}
+	return slices.ContainsFunc(g.in.Pod.Status.Conditions, func(cond corev1.PodCondition) bool {
+		return cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue
+	})
 }
 
 // kubeletConditions are the condition types the kubelet owns and regenerates.

@@ -31,13 +31,13 @@ func ApplyProbeResults(in Input) (corev1.PodStatus, bool) {
 				continue
 			}
 			id := container.InstanceID(st.ContainerID)
-			if c.StartupProbe != nil {
+			if c.StartupProbe != nil && (in.Probes.StartupKnown(id) || in.KubeletRestart.ChangeStatus) {
 				if started := in.Probes.Started(id); st.Started == nil || *st.Started != started {
 					st.Started = &started
 					changed = true
 				}
 			}
-			if c.ReadinessProbe != nil && (!isInit || restart.IsSidecar(c)) {
+			if c.ReadinessProbe != nil && (!isInit || restart.IsSidecar(c)) && (in.Probes.ReadinessKnown(id) || in.KubeletRestart.ChangeStatus) {
 				if ready := in.Probes.Ready(id); st.Ready != ready {
 					st.Ready = ready
 					changed = true

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,16 @@ type probed struct{ started, ready map[string]bool }
 
 func (p probed) Started(id string) bool { return p.started[id] }
 func (p probed) Ready(id string) bool   { return p.ready[id] }
+
+// An instance has results when the test recorded one of either kind for it; else no worker has
+// seen it yet (after a restart of the kubelet).
+func (p probed) StartupKnown(id string) bool   { return p.known(id) }
+func (p probed) ReadinessKnown(id string) bool { return p.known(id) }
+func (p probed) known(id string) bool {
+	_, s := p.started[id]
+	_, r := p.ready[id]
+	return s || r
+}
 
 // TestApplyProbeResults: while a pod's sync is held, the status manager takes probe results into
 // the last status; only the probed flags and the readiness conditions change.
@@ -85,4 +96,62 @@ func conditionStatus(s corev1.PodStatus, t corev1.PodConditionType) corev1.Condi
 		}
 	}
 	return ""
+}
+
+// TestKubeletRestartKeepsStatus: a kubelet that restarted gives the containers that ran before it
+// the started and ready flags their status had until their probes have results (KEP-5278), unless
+// the ChangeContainerStatusOnKubeletRestart gate is on.
+func TestKubeletRestartKeepsStatus(t *testing.T) {
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-1"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "ready", ReadinessProbe: probe}, {Name: "started", StartupProbe: probe}, {Name: "plain"}},
+	}}
+	rt := newest(running("ready", 0, "r1"), running("started", 0, "s1"), running("plain", 0, "p1"))
+	// The previous kubelet's status: everything started and ready.
+	before := Generate(Input{Pod: pod, Runtime: rt, Probes: probed{started: map[string]bool{"s1": true}, ready: map[string]bool{"r1": true}}, Now: t0})
+	podReady := func(s corev1.ConditionStatus) *corev1.Pod {
+		p := pod.DeepCopy()
+		p.Status = *before.DeepCopy()
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == corev1.PodReady {
+				p.Status.Conditions[i].Status = s
+			}
+		}
+		return p
+	}
+	flags := func(s corev1.PodStatus) string {
+		var out []string
+		for _, c := range s.ContainerStatuses {
+			out = append(out, fmt.Sprintf("%s started=%t ready=%t", c.Name, c.Started != nil && *c.Started, c.Ready))
+		}
+		return strings.Join(out, ", ")
+	}
+	later := t0.Add(time.Minute)
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		restart KubeletRestart
+		probes  probed
+		want    string
+	}{
+		{name: "kept: started, and ready as the pod was", pod: podReady(corev1.ConditionTrue), restart: KubeletRestart{Start: later},
+			want: "plain started=true ready=true, ready started=true ready=true, started started=true ready=true"},
+		{name: "not ready when the pod was not", pod: podReady(corev1.ConditionFalse), restart: KubeletRestart{Start: later},
+			want: "plain started=true ready=true, ready started=true ready=false, started started=true ready=true"},
+		{name: "the probes' results once they have some", pod: podReady(corev1.ConditionTrue), restart: KubeletRestart{Start: later},
+			probes: probed{started: map[string]bool{"s1": false}, ready: map[string]bool{"r1": false}},
+			want:   "plain started=true ready=true, ready started=true ready=false, started started=false ready=false"},
+		{name: "started less than 10 s before the kubelet: started kept, readiness waits", pod: podReady(corev1.ConditionTrue),
+			restart: KubeletRestart{Start: t0.Add(5 * time.Second)},
+			want:    "plain started=true ready=true, ready started=true ready=false, started started=true ready=true"},
+		{name: "the gate on: nothing kept", pod: podReady(corev1.ConditionTrue), restart: KubeletRestart{Start: later, ChangeStatus: true},
+			want: "plain started=true ready=true, ready started=true ready=false, started started=false ready=false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Generate(Input{Pod: tc.pod, Old: tc.pod.Status, Runtime: rt, Probes: tc.probes, KubeletRestart: tc.restart, Now: later})
+			if flags(got) != tc.want {
+				t.Errorf("got  %s\nwant %s", flags(got), tc.want)
+			}
+		})
+	}
 }
