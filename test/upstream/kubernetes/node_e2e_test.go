@@ -160,10 +160,45 @@ func runRelease(t *testing.T, root, restartbed string, release controlplane.Rele
 	bin, ginkgo := buildSuite(t, root, release, s, work)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	node := up(ctx, t, restartbed, release, work)
-	token := adminToken(ctx, t, filepath.Join(work, "kubeconfig"))
 
-	results := run(t, s, ginkgo, bin, node, token, featureGates(release), work, hostTools(t, restartbed, work))
+	// The serial specs (the kubelet restarts among them, about 50 s each of their own waits) run
+	// on a cluster of their own while the others run on another, so that a release takes as long
+	// as the longer half rather than both. Each half's report lists every spec: a spec's outcome
+	// is the one from the half that ran it, or, skipped in both, the one from the half its
+	// [Serial] tag says.
+	var (
+		mu     sync.Mutex
+		byText = map[string]result{}
+	)
+	t.Run("specs", func(t *testing.T) {
+		for _, serial := range []bool{false, true} {
+			name, labels := "parallel", "!Serial"
+			if serial {
+				name, labels = "serial", "Serial"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				dir := filepath.Join(work, name)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				node := up(ctx, t, restartbed, release, dir)
+				token := adminToken(ctx, t, filepath.Join(dir, "kubeconfig"))
+				half := run(t, s, ginkgo, bin, node, token, featureGates(release), dir, hostTools(t, restartbed, dir), "--label-filter="+labels)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range half {
+					k := r.file + r.text
+					prev, seen := byText[k]
+					ran, prevRan := r.outcome != "n/a", seen && prev.outcome != "n/a"
+					if !seen || (ran && !prevRan) || (!ran && !prevRan && strings.Contains(r.text, "[Serial]") == serial) {
+						byText[k] = r
+					}
+				}
+			})
+		}
+	})
+	results := slices.SortedFunc(maps.Values(byText), func(a, b result) int { return strings.Compare(a.file+a.text, b.file+b.text) })
 	if *focus != "" {
 		for _, r := range results {
 			if r.outcome == "n/a" {
@@ -412,9 +447,9 @@ func adminToken(ctx context.Context, t *testing.T, kubeconfig string) string {
 	return tr.Status.Token
 }
 
-// run runs the specs with ginkgo, in the environment env, and returns the outcome of every spec
-// of the chosen files.
-func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work string, env []string) []result {
+// run runs the specs with ginkgo, in the environment env and with the extra ginkgo flags, and
+// returns the outcome of every spec of the chosen files.
+func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work string, env []string, extra ...string) []result {
 	t.Helper()
 	reportFile := filepath.Join(work, "report.json")
 	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", parallelism), "--no-color", "--timeout=70m", "--json-report=" + reportFile}
@@ -434,6 +469,7 @@ func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work s
 	if s.outOfScope != "" {
 		args = append(args, "--skip="+s.outOfScope)
 	}
+	args = append(args, extra...)
 	args = append(args, bin, "--", "--host="+n.host, "--bearer-token="+token, "--kubelet-healthz-url="+n.healthz)
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
