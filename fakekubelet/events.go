@@ -75,6 +75,14 @@ type events struct {
 	byNode map[string]*nodeEvents
 }
 
+// pendingEvent is an event made and not yet written.
+type pendingEvent struct {
+	ev *corev1.Event
+	// correlated is the correlator's verdict, made at the first try only: a retried write is
+	// the same event, not a repeat to count.
+	correlated *record.EventCorrelateResult
+}
+
 // nodeEvents is one node's kubelet's event pipeline.
 type nodeEvents struct {
 	recorder   record.EventRecorder
@@ -82,7 +90,7 @@ type nodeEvents struct {
 	limiter    flowcontrol.PassiveRateLimiter
 	// pending are the events made and not yet written, oldest first; tries counts the failed
 	// writes of the first.
-	pending []*corev1.Event
+	pending []*pendingEvent
 	tries   int
 	// dropped counts the events lost to a full queue, for the log.
 	dropped int
@@ -135,7 +143,7 @@ func (e *events) enqueue(ev *corev1.Event) {
 		e.mu.Unlock()
 		return
 	}
-	n.pending = append(n.pending, ev)
+	n.pending = append(n.pending, &pendingEvent{ev: ev})
 	e.mu.Unlock()
 	e.queue.Add(name)
 }
@@ -164,15 +172,15 @@ func (e *events) writeNext(ctx context.Context) bool {
 			e.queue.AddAfter(name, time.Second/eventQPS) // when the next token is in the bucket
 			return true
 		}
-		ev, tries := n.pending[0], n.tries
+		p, tries := n.pending[0], n.tries
 		e.mu.Unlock()
 
-		written := e.write(ctx, n, ev)
+		written := e.write(ctx, n, p)
 		e.mu.Lock()
 		if written || tries+1 >= eventTries {
 			if !written {
-				klog.FromContext(ctx).Error(nil, "Unable to write event (retry limit exceeded)", "node", name, "reason", ev.Reason,
-					"object", klog.KRef(ev.InvolvedObject.Namespace, ev.InvolvedObject.Name))
+				klog.FromContext(ctx).Error(nil, "Unable to write event (retry limit exceeded)", "node", name, "reason", p.ev.Reason,
+					"object", klog.KRef(p.ev.InvolvedObject.Namespace, p.ev.InvolvedObject.Name))
 			}
 			n.pending[0] = nil
 			n.pending, n.tries = n.pending[1:], 0
@@ -193,19 +201,30 @@ func (e *events) writeNext(ctx context.Context) bool {
 // write sends one event through the node's correlator: dropped by its spam filter, a patch of
 // the count of one already written, or a new one. It reports false when the write should be
 // tried again: the apiserver could not be reached.
-func (e *events) write(ctx context.Context, n *nodeEvents, ev *corev1.Event) bool {
+func (e *events) write(ctx context.Context, n *nodeEvents, p *pendingEvent) bool {
+	ev := p.ev
 	if e.lost(ev.Source.Host) {
 		return true // cut off since it was made
 	}
-	result, err := n.correlator.EventCorrelate(ev)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Correlating an event failed", "reason", ev.Reason)
+	if p.correlated == nil {
+		result, err := n.correlator.EventCorrelate(ev)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Correlating an event failed", "reason", ev.Reason)
+		}
+		if result == nil {
+			return true // nothing to write
+		}
+		p.correlated = result
 	}
+	result := p.correlated
 	if result.Skip {
 		return true
 	}
 	events := e.ids.client(ev.Source.Host).CoreV1().Events(result.Event.Namespace)
-	var written *corev1.Event
+	var (
+		written *corev1.Event
+		err     error
+	)
 	update := result.Event.Count > 1
 	if update {
 		written, err = events.Patch(ctx, result.Event.Name, types.StrategicMergePatchType, result.Patch, metav1.PatchOptions{})
