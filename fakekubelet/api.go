@@ -27,6 +27,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/server"
+	"github.com/restartbed/restartbed/internal/hangup"
 	"github.com/restartbed/restartbed/internal/pki"
 )
 
@@ -188,21 +189,14 @@ func (k *Kubelet) serve(n *nodes.Node, serving *nodeServing) error {
 }
 
 // refusedWhileStopped serves the node's kubelet API while its kubelet runs. A stopped kubelet has
-// no server: each request's connection is closed unanswered (a 503 where the connection cannot be
-// taken over, on HTTP/2), as close to a refused connection as a listener that stays open gets.
+// no server: each request's connection is closed unanswered (hangup.Hangup).
 func refusedWhileStopped(n *nodes.Node, api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !n.KubeletStopped() {
 			api.ServeHTTP(w, r)
 			return
 		}
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.Close() // nothing to tell the client but the close
-				return
-			}
-		}
-		http.Error(w, fmt.Sprintf("the kubelet of node %s is stopped", n.Name()), http.StatusServiceUnavailable)
+		hangup.Hangup(w, fmt.Sprintf("the kubelet of node %s is stopped", n.Name()))
 	})
 }
 

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/restartbed/restartbed/internal/hangup"
 )
 
 // Kubelets are the emulated kubelets a Server drives (fakekubelet.Kubelet).
@@ -227,13 +229,7 @@ func healthz(kubelets Kubelets, node string) http.Handler {
 			_, _ = w.Write([]byte("ok")) // the client's going away is not the server's to report
 			return
 		}
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.Close() // nothing listens: nothing answers
-				return
-			}
-		}
-		http.Error(w, "kubelet stopped", http.StatusServiceUnavailable)
+		hangup.Hangup(w, "kubelet stopped")
 	})
 	return mux
 }

@@ -26,13 +26,13 @@ const (
 )
 
 type systemctlFlags struct {
-	socket    string
-	state     []string
-	unitType  string
-	all       bool
-	noLegend  bool
-	quiet     bool
-	ignoredOK bool
+	socket   string
+	state    []string
+	unitType string
+	all      bool
+	noLegend bool
+	quiet    bool
+	noPager  bool
 }
 
 func newSystemctlCommand() *cobra.Command {
@@ -69,7 +69,7 @@ The socket is --control-socket, else $` + controlSocketEnv + `. See docs/fakekub
 	cmd.Flags().BoolVarP(&f.all, "all", "a", false, "list-units: also inactive units")
 	cmd.Flags().BoolVar(&f.noLegend, "no-legend", false, "list-units: no header and footer")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "is-active: print nothing, only exit with the status")
-	cmd.Flags().BoolVar(&f.ignoredOK, "no-pager", false, "accepted, as systemctl's; nothing is paged")
+	cmd.Flags().BoolVar(&f.noPager, "no-pager", false, "accepted, as systemctl's; nothing is paged")
 	return cmd
 }
 
