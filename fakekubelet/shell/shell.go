@@ -5,7 +5,8 @@
 // as in a minimal image.
 //
 // It owns one behaviour of a container's main process beyond the interpreter: PID 1 semantics.
-// A script ignores SIGTERM unless it traps it; SIGKILL always ends it with 137.
+// A script ignores SIGTERM unless it traps it; the runtime's SIGKILL always ends it with 137,
+// and a signal from inside the container (kill 1, Init) reaches it only if it handles it.
 package shell
 
 import (
@@ -72,6 +73,9 @@ type Env struct {
 	// Commands are the executables the container's image holds beyond the shell and its
 	// utilities; nil: none.
 	Commands Commands
+	// Init is the container's PID 1, which kill 1 signals; nil: kill 1 finds no process.
+	// RunMain makes the process it runs handle it.
+	Init *Init
 }
 
 // Net is what a container reaches through its sandbox's interface: TCP dials and listeners, ICMP
@@ -106,9 +110,21 @@ func Check(argv []string, commands Commands) error {
 // RunMain runs argv as a container's main process and returns its exit code. term is cancelled
 // by SIGTERM, kill by SIGKILL (after the grace period); kill must end when term does not
 // end the process. A script that does not trap TERM runs on through SIGTERM, as PID 1 does.
+// While it runs, it is env.Init: kill 1 from the container's other processes reaches it.
 func RunMain(term, kill context.Context, argv []string, env Env) int {
+	// SIGTERM from the container itself (kill 1) joins the runtime's.
+	term, sigterm := context.WithCancel(term)
+	defer sigterm()
 	if len(argv) > 0 {
 		if cmd := env.Commands.lookup(argv[0]); cmd != nil {
+			// The image's executables are programs with handlers for SIGTERM and SIGINT.
+			env.Init.Handle(func(sig syscall.Signal) error {
+				if terminates(sig) {
+					sigterm()
+				}
+				return nil
+			})
+			defer env.Init.Handle(nil)
 			return runCommand(term, kill, cmd, argv, env)
 		}
 	}
@@ -121,6 +137,16 @@ func RunMain(term, kill context.Context, argv []string, env Env) int {
 		}
 	})
 	defer stop()
+	env.Init.Handle(func(sig syscall.Signal) error {
+		switch {
+		case sig == syscall.SIGTERM && p.trapsTerm():
+			sigterm()
+		case sig != syscall.SIGTERM && p.traps(sig):
+			return fmt.Errorf("the script traps %s, which restartbed's shell does not deliver", signalName(sig))
+		}
+		return nil
+	})
+	defer env.Init.Handle(nil)
 	code := p.run(runCtx, argv)
 	switch {
 	case kill.Err() != nil:
@@ -150,13 +176,22 @@ type process struct {
 	// termTrap is the TERM trap's command; trapped says a trap was set.
 	termTrap string
 	trapped  bool
-	runner   *interp.Runner
+	// otherTraps are the other signals the script has a handler for (a trap with a command).
+	otherTraps map[syscall.Signal]bool
+	runner     *interp.Runner
 }
 
 func (p *process) trapsTerm() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.trapped && p.termTrap != ""
+}
+
+// traps reports whether the script has a handler for sig other than TERM.
+func (p *process) traps(sig syscall.Signal) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.otherTraps[sig]
 }
 
 // runTrap runs the TERM trap after SIGTERM interrupted the script; the process exits with the
@@ -372,9 +407,12 @@ func (p *process) abs(name string) string {
 }
 
 // call intercepts the builtins that would consult the host: command -v, type and hash look up
-// the host's PATH, and trap rejects TERM, which restartbed delivers itself.
+// the host's PATH, trap rejects TERM, which restartbed delivers itself, and kill signals host
+// processes (the interpreter has none to offer: it is the utility of the same name).
 func (p *process) call(ctx context.Context, args []string) ([]string, error) {
 	switch args[0] {
+	case "kill":
+		return append([]string{"/bin/kill"}, args[1:]...), nil
 	case "command":
 		if len(args) > 1 && (args[1] == "-v" || args[1] == "-V") {
 			return append([]string{lookupCommand}, args[2:]...), nil
@@ -404,8 +442,17 @@ func (p *process) trap(args []string) []string {
 				p.trapped = false
 			}
 			p.mu.Unlock()
-		case "INT", "2", "HUP", "1", "QUIT", "3", "USR1", "USR2":
-			// Signals restartbed never sends: the trap is accepted and never runs.
+		case "INT", "2", "HUP", "1", "QUIT", "3", "USR1", "USR2", "10", "12":
+			// Signals only kill sends, and restartbed's shell does not deliver to a script: the
+			// trap is accepted and kill reports it (process.traps).
+			if s, ok := parseSignal(strings.TrimPrefix(strings.ToUpper(sig), "SIG")); ok {
+				p.mu.Lock()
+				if p.otherTraps == nil {
+					p.otherTraps = map[syscall.Signal]bool{}
+				}
+				p.otherTraps[s] = handler != "" && handler != "-"
+				p.mu.Unlock()
+			}
 		default:
 			rest = append(rest, sig)
 		}
@@ -471,7 +518,7 @@ func childEnv(env Env, hc interp.HandlerContext) Env {
 
 // appletBuiltins are the shell builtins that busybox also has as commands, which scripts call by
 // path (/bin/echo -n, /bin/false).
-var appletBuiltins = []string{"echo", "false", "true", "printf", "test", "[", "pwd", "kill"}
+var appletBuiltins = []string{"echo", "false", "true", "printf", "test", "[", "pwd"}
 
 // statusErr is how an exec handler reports an exit status: nil for 0.
 func statusErr(code int) error {

@@ -147,3 +147,67 @@ func TestPID1IgnoresSIGTERMUnlessTrapped(t *testing.T) {
 		t.Fatalf("trapped SIGTERM: exit %d, want the trap's 0", code)
 	}
 }
+
+// TestKillPID1 signals a container's main process from another of its processes, as kubectl
+// exec CONTAINER -- kill 1 does.
+func TestKillPID1(t *testing.T) {
+	env, _, clk := newEnv(t)
+	env.Init = &Init{}
+	kill := func(args ...string) (int, string) {
+		var out bytes.Buffer
+		execEnv := env
+		execEnv.Stdout, execEnv.Stderr = &out, &out
+		return Exec(context.Background(), append([]string{"kill"}, args...), execEnv), out.String()
+	}
+	if code, out := kill("1"); code != 1 || out != "kill: can't kill pid 1: No such process\n" {
+		t.Fatalf("kill 1 with no process: %d %q", code, out)
+	}
+
+	// Untrapped, SIGTERM and SIGKILL from inside the container are discarded: PID 1 runs on.
+	waiters := clk.Waiters()
+	_, sigkill, done := runMain(env, []string{"sh", "-c", "sleep 3600"})
+	clocktest.WaitForWaiters(t, clk, waiters+1, "the script's sleep")
+	for _, args := range [][]string{{"1"}, {"-KILL", "1"}, {"-s", "SIGTERM", "1"}, {"-0", "1"}} {
+		if code, out := kill(args...); code != 0 || out != "" {
+			t.Errorf("kill %q: %d %q, want 0", args, code, out)
+		}
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("an untrapped signal ended PID 1 with %d", code)
+	default:
+	}
+	sigkill()
+	<-done
+
+	// Trapped, SIGTERM runs the trap.
+	waiters = clk.Waiters()
+	var mainOut bytes.Buffer
+	mainEnv := env
+	mainEnv.Stdout, mainEnv.Stderr = &mainOut, &mainOut
+	_, sigkill, done = runMain(mainEnv, []string{"/bin/sh", "-c", "trap 'echo bye; exit 0' TERM; trap 'echo int' INT; sleep 3600 & wait $!"})
+	defer sigkill()
+	clocktest.WaitForWaiters(t, clk, waiters+1, "the trapping script's sleep")
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"-INT", "1"}, 1, "kill: can't kill pid 1: the script traps SIGINT, which restartbed's shell does not deliver\n"},
+		{[]string{"-BOGUS", "1"}, 1, "kill: bad signal name 'BOGUS'\n"},
+		{[]string{"7"}, 1, "kill: can't kill pid 7: No such process\n"},
+		{[]string{"g1"}, 1, "kill: can't kill pid g1: a background job cannot be signalled by restartbed's shell\n"},
+		{[]string{"-l"}, 0, "HUP INT QUIT KILL USR1 USR2 TERM\n"},
+		{[]string{"1"}, 0, ""},
+	} {
+		if code, out := kill(tc.args...); code != tc.code || out != tc.out {
+			t.Errorf("kill %q: %d %q, want %d %q", tc.args, code, out, tc.code, tc.out)
+		}
+	}
+	if code := <-done; code != 0 || mainOut.String() != "bye\n" {
+		t.Fatalf("kill 1 with a TERM trap: exit %d output %q, want the trap's 0 and bye", code, mainOut.String())
+	}
+	if code, _ := kill("-0", "1"); code != 1 {
+		t.Errorf("kill -0 1 after PID 1 exited: %d, want 1", code)
+	}
+}

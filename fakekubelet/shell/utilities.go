@@ -91,6 +91,7 @@ func init() {
 		"wget":     wget,
 		"curl":     curl,
 		"nc":       nc,
+		"kill":     kill,
 		"true":     func(context.Context, *call) int { return 0 },
 		"false":    func(context.Context, *call) int { return 1 },
 	}
