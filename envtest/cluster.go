@@ -86,6 +86,9 @@ type Options struct {
 	// command, for the images restartbed knows (fakekubelet.Options.ImageCommands); off, it runs
 	// until stopped, as a scenario's containers do.
 	ImageCommands bool
+	// RuntimeSocketDir: each node serves its container runtime over the CRI on DIR/NODE.sock
+	// (fakekubelet.Options.RuntimeSocketDir).
+	RuntimeSocketDir string
 	// Builtins are the programs a rule's Builtin may name. Default: restartbed's
 	// (builtins.Programs(): JobSet's agent as "agent").
 	Builtins program.Builtins
@@ -263,7 +266,7 @@ func (c *Cluster) kubeletOptions(opts Options, api *fakekubelet.APIOptions, kube
 		Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
 		Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: opts.builtinPrograms(),
 		KubeletVersion: kubeletVersion, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
-		NodeIdentities: true,
+		NodeIdentities: true, RuntimeSocketDir: opts.RuntimeSocketDir,
 	}
 }
 

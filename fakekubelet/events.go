@@ -35,6 +35,8 @@ const (
 	eventFailedPreStopHook = "FailedPreStopHook"
 	// eventFailedMount: a volume of the pod could not be set up.
 	eventFailedMount = "FailedMount"
+	// eventSandboxChanged: the pod's sandbox stopped under it; the kubelet makes a new one.
+	eventSandboxChanged = "SandboxChanged"
 )
 
 // What each kubelet's event pipeline holds to, as the kubelet's: client-go's broadcaster keeps

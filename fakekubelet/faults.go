@@ -148,6 +148,34 @@ func (k *Kubelet) StartKubelet(ctx context.Context, name string) error {
 	return k.nodes.Reconnected(ctx, n, k.nodeLister)
 }
 
+// RebootNode reboots a node as upstream's node e2e specs make one: its kubelet stops (unless it
+// is stopped already), every pod sandbox of the node stops — their containers are killed at
+// once, as the CRI's StopPodSandbox does — and the kubelet starts. The kubelet then finds each
+// pod's sandbox not ready and does what it does after a reboot: a SandboxChanged event, a new
+// sandbox, the pod's containers started again from its first init container; a pod that would
+// not run again (restartPolicy Never) terminates. The node's images and its pods' volumes stay,
+// as a disk does. It fails, doing nothing, on a partitioned node.
+func (k *Kubelet) RebootNode(ctx context.Context, name string) error {
+	n, _, err := k.startedNode(name)
+	if err != nil {
+		return err
+	}
+	if n.Partitioned() {
+		return fmt.Errorf("node %s is partitioned: a kubelet started now could not read its pods; recover the node first", name)
+	}
+	if !n.KubeletStopped() {
+		if err := k.StopKubelet(name); err != nil {
+			return err
+		}
+	}
+	for _, sb := range k.rt.Sandboxes(name) {
+		if err := k.rt.StopSandboxByID(name, sb.ID); err != nil {
+			return err
+		}
+	}
+	return k.StartKubelet(ctx, name)
+}
+
 // KubeletStopped reports whether the node's kubelet is stopped (StopKubelet).
 func (k *Kubelet) KubeletStopped(name string) (bool, error) {
 	n, err := k.node(name)

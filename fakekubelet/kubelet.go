@@ -222,13 +222,17 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	return nil
 }
 
-// attach puts the node on the pod network and serves its kubelet API there and on its listener.
+// attach puts the node on the pod network and serves its kubelet API there and on its listener,
+// and its runtime on its CRI socket.
 func (k *Kubelet) attach(n *nodes.Node, serving *nodeServing) error {
 	iface, err := k.network.Attach(n.InternalIP(), n.Name())
 	if err != nil {
 		return fmt.Errorf("fakekubelet: node %s: %w", n.Name(), err)
 	}
 	serving.iface = iface
+	if err := k.serveRuntime(n, serving); err != nil {
+		return err
+	}
 	if k.api != nil {
 		return k.serve(n, serving)
 	}

@@ -130,6 +130,11 @@ type Options struct {
 	// Manage chooses existing Node objects the kubelet takes over, beside the Pools it registers,
 	// as KWOK's controller chooses the nodes it manages (docs/join.md). Zero: none.
 	Manage ManagedNodes
+	// RuntimeSocketDir, when set, makes each node serve its container runtime over the CRI
+	// (package cri) on the Unix socket DIR/NODE.sock, as containerd serves a node's, while the
+	// kubelet runs the node: crictl and upstream's node e2e specs reach it there. The directory
+	// must exist.
+	RuntimeSocketDir string
 }
 
 // ManagedNodes chooses the existing nodes a kubelet takes over, with KWOK's rules: every node

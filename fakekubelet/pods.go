@@ -344,6 +344,10 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		if err != nil {
 			return err
 		}
+		if actions.SandboxChanged {
+			p.events.pod(pod, corev1.EventTypeNormal, eventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+			p.remove(ctx, pod, st, actions.Remove)
+		}
 		if err := p.rt.RunSandbox(ctx, pod, ip.String()); err != nil {
 			// The kubelet publishes the pod's status, then waits for its volumes: the
 			// containers stay ContainerCreating and the sync is tried again after the back-off.
@@ -497,6 +501,20 @@ func backoffAfter(pod *corev1.Pod, rt *container.PodStatus, b *flowcontrol.Backo
 	return out
 }
 
+// remove removes the pod's instances with the IDs from the runtime.
+func (p *pods) remove(ctx context.Context, pod *corev1.Pod, st *podState, ids []string) {
+	for _, id := range ids {
+		if err := p.rt.Remove(pod.UID, id); err != nil {
+			// The plan removes exited instances only; the runtime refuses a running one, which
+			// keeps its bookkeeping, as the kubelet's container GC logs and tries again later.
+			klog.FromContext(ctx).Error(err, "Failed to remove container", "pod", klog.KObj(pod), "containerID", id)
+			continue
+		}
+		delete(st.stopIssued, id)
+		delete(st.killing, id)
+	}
+}
+
 // apply does what podactions planned for the pod, in the order Actions gives; in is what the
 // plan was made on.
 func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *podactions.Input, a *podactions.Actions) error {
@@ -525,16 +543,7 @@ func (p *pods) apply(ctx context.Context, pod *corev1.Pod, st *podState, in *pod
 		}
 		p.prober.StatusSet(pod.UID, &a.Status)
 	}
-	for _, id := range a.Remove {
-		if err := p.rt.Remove(pod.UID, id); err != nil {
-			// The plan removes exited instances only; the runtime refuses a running one, which
-			// keeps its bookkeeping, as the kubelet's container GC logs and tries again later.
-			klog.FromContext(ctx).Error(err, "Failed to remove container", "pod", klog.KObj(pod), "containerID", id)
-			continue
-		}
-		delete(st.stopIssued, id)
-		delete(st.killing, id)
-	}
+	p.remove(ctx, pod, st, a.Remove)
 	p.advance(pod, st, a.Phase)
 	for _, k := range a.Kill {
 		p.kill(ctx, pod, st, k)

@@ -70,6 +70,9 @@ type Options struct {
 	// NodeIdentities makes each node's kubelet act as system:node:NAME by impersonation
 	// (fakekubelet.Options.NodeIdentities; config/kubelet/node-identities.yaml).
 	NodeIdentities bool
+	// RuntimeSocketDir: each node serves its container runtime over the CRI on DIR/NODE.sock
+	// (fakekubelet.Options.RuntimeSocketDir).
+	RuntimeSocketDir string
 	// Assets find or build the host-binary sandbox helper (with AllowHostBinaries).
 	Assets controlplane.Options
 	// Logger receives the kubelets' logs. Default: discarded.
@@ -151,7 +154,7 @@ func Start(ctx context.Context, opts Options) (*Kubelets, error) {
 		Config: opts.Config, Pools: opts.Pools, Manage: opts.Manage, FeatureGates: gates, Timing: profile,
 		Logger: opts.Logger, Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: builtins, HostBinaries: k.host, NodeIdentities: opts.NodeIdentities,
 		KubeletVersion: kubeletVersion, DeclaredFeatures: release.DeclaredFeatures(gates),
-		API: api,
+		API: api, RuntimeSocketDir: opts.RuntimeSocketDir,
 	})
 	if err != nil {
 		return nil, errors.Join(err, k.Stop())

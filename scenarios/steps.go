@@ -33,6 +33,7 @@ type Step struct {
 	RestartKubelet *NodeTarget       `yaml:"restartKubelet"`
 	StopKubelet    *NodeTarget       `yaml:"stopKubelet"`
 	StartKubelet   *NodeTarget       `yaml:"startKubelet"`
+	RebootNode     *NodeTarget       `yaml:"rebootNode"`
 	OOMKill        *ContainerTarget  `yaml:"oomKill"`
 
 	// Line is where the step starts in its file.
@@ -122,6 +123,11 @@ var stepKinds = []stepKind{
 	{"startKubelet", func(s *Step) bool { return s.StartKubelet != nil }, func(c *stepCheck) stepAction {
 		return c.nodeStep("startKubelet", c.step.StartKubelet, func(ctx context.Context, r *runner, node string) error {
 			return r.cluster.Kubelet.StartKubelet(ctx, node)
+		})
+	}},
+	{"rebootNode", func(s *Step) bool { return s.RebootNode != nil }, func(c *stepCheck) stepAction {
+		return c.nodeStep("rebootNode", c.step.RebootNode, func(ctx context.Context, r *runner, node string) error {
+			return r.cluster.Kubelet.RebootNode(ctx, node)
 		})
 	}},
 }
@@ -427,7 +433,7 @@ func (e execStep) run(ctx context.Context, r *runner) error {
 	})
 }
 
-// failNode, recoverNode, restartKubelet, stopKubelet, startKubelet: a fault of a node, named or as the node of a pod.
+// failNode, recoverNode, restartKubelet, stopKubelet, startKubelet, rebootNode: a fault of a node, named or as the node of a pod.
 type nodeStep struct {
 	key    string
 	target *NodeTarget

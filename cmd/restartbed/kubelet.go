@@ -52,8 +52,8 @@ type kubeletFlags struct {
 	allowBinaries     bool
 	nodeIdentities    bool
 	imageCommands     bool
-	// controlSocket is where the nodes' kubelet units are served to restartbed systemctl.
-	controlSocket string
+	// control is the host's side of the nodes.
+	control nodeControlFlags
 	set           func(name string) bool
 }
 
@@ -120,7 +120,7 @@ node losing power would. See docs/join.md.`,
 	fs.BoolVar(&f.imageCommands, "image-commands", true,
 		"a container without a command runs its image's entrypoint and default command when restartbed knows the image (docs/images.md); false: it runs until stopped")
 	fs.StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and images to use (its objects and steps are not)")
-	addNodeControlFlags(fs, &f.controlSocket, nil)
+	addNodeControlFlags(fs, &f.control, false)
 	fs.BoolVar(&f.allowBinaries, "allow-host-binaries", false,
 		"let the --from scenario's programs run host executables as containers' processes (needs root)")
 	return cmd
@@ -133,9 +133,8 @@ func joinOptions(f kubeletFlags) (join.Options, error) {
 		{Image: "*" + agent.ContainerName + "*", Builtin: builtins.Agent},
 	}, Builtins: builtins.Programs(), AllowHostBinaries: f.allowBinaries, NodeIdentities: f.nodeIdentities}
 	var errs []error
-	if f.controlSocket != "" {
-		errs = append(errs, checkNodeControl(f.controlSocket, 0, 0))
-	}
+	errs = append(errs, f.control.check(0))
+	opts.RuntimeSocketDir = f.control.runtimeDir
 	if f.from != "" {
 		sc, err := scenarios.Load(f.from)
 		if err != nil {
@@ -332,7 +331,7 @@ func runKubelet(ctx context.Context, out, progress io.Writer, f kubeletFlags) er
 	}
 	fmt.Fprintf(out, "  identity:    %s\n", identity)
 	fmt.Fprintf(out, "  timing:      %s\n", k.Timing.Name)
-	control, err := serveNodeControl(ctx, k.Kubelet, f.controlSocket, 0)
+	control, err := serveNodeControl(ctx, k.Kubelet, f.control)
 	if err != nil {
 		return err
 	}

@@ -13,58 +13,80 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/nodectl"
 )
 
-// addNodeControlFlags adds the flags of the host's side of the nodes (package nodectl); without
-// healthzPort, only the control socket's.
-func addNodeControlFlags(flags *pflag.FlagSet, socket *string, healthzPort *int) {
-	flags.StringVar(socket, "control-socket", "",
-		"serve the nodes' kubelets as systemd units (kubelet-NODE.service) on this Unix socket, for restartbed systemctl to stop, start and restart")
-	if healthzPort != nil {
-		flags.IntVar(healthzPort, "kubelet-healthz-port", 0,
-			"serve each node's kubelet healthz (/healthz, as the kubelet's port 10248) on 127.0.0.1: the first node's on this port, the next node's one more, ...; 0: none")
-	}
+// nodeControlFlags are the flags of the host's side of the nodes: their kubelets as systemd
+// units (package nodectl), the kubelets' healthz ports, and their container runtimes' CRI sockets.
+type nodeControlFlags struct {
+	// socket is where the nodes' kubelet units are served to restartbed systemctl.
+	socket string
+	// healthzPort is the first node's kubelet healthz port on 127.0.0.1; 0: none.
+	healthzPort int
+	// runtimeDir is where each node's CRI socket is (fakekubelet.Options.RuntimeSocketDir).
+	runtimeDir string
 }
 
-// checkNodeControl refuses node-control flags that cannot work, before anything starts.
-func checkNodeControl(socket string, healthzPort, nodes int) error {
-	if healthzPort != 0 && nodes == 0 {
+// addNodeControlFlags adds the flags; without healthz, not --kubelet-healthz-port (a joined
+// kubelet's nodes have no fixed order to number their ports by).
+func addNodeControlFlags(flags *pflag.FlagSet, f *nodeControlFlags, healthz bool) {
+	flags.StringVar(&f.socket, "control-socket", "",
+		"serve the nodes' kubelets as systemd units (kubelet-NODE.service) on this Unix socket, for restartbed systemctl to stop, start and restart")
+	if healthz {
+		flags.IntVar(&f.healthzPort, "kubelet-healthz-port", 0,
+			"serve each node's kubelet healthz (/healthz, as the kubelet's port 10248) on 127.0.0.1: the first node's on this port, the next node's one more, ...; 0: none")
+	}
+	flags.StringVar(&f.runtimeDir, "runtime-socket-dir", "",
+		"serve each node's container runtime over the CRI on the Unix socket DIR/NODE.sock, as containerd's, for crictl --runtime-endpoint unix://DIR/NODE.sock; the directory must exist")
+}
+
+// check refuses node-control flags that cannot work, before anything starts; nodes is how many
+// nodes of its own the process registers.
+func (f nodeControlFlags) check(nodes int) error {
+	if f.healthzPort != 0 && nodes == 0 {
 		return errors.New("--kubelet-healthz-port needs nodes of this process's own (--nodes)")
 	}
-	if healthzPort < 0 || healthzPort+nodes-1 > 65535 {
-		return fmt.Errorf("--kubelet-healthz-port %d: the %d nodes' ports from it must be ports (1..65535)", healthzPort, nodes)
+	if f.healthzPort < 0 || f.healthzPort+nodes-1 > 65535 {
+		return fmt.Errorf("--kubelet-healthz-port %d: the %d nodes' ports from it must be ports (1..65535)", f.healthzPort, nodes)
 	}
-	if socket == "" {
+	if f.runtimeDir != "" {
+		if fi, err := os.Stat(f.runtimeDir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--runtime-socket-dir %s: not a directory", f.runtimeDir)
+		}
+	}
+	if f.socket == "" {
 		return nil
 	}
-	dir := filepath.Dir(socket)
+	dir := filepath.Dir(f.socket)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--control-socket %s: its directory %s does not exist", socket, dir)
+		return fmt.Errorf("--control-socket %s: its directory %s does not exist", f.socket, dir)
 	}
-	if fi, err := os.Lstat(socket); err == nil && fi.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("--control-socket %s: the file exists and is not a socket", socket)
+	if fi, err := os.Lstat(f.socket); err == nil && fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("--control-socket %s: the file exists and is not a socket", f.socket)
 	}
 	return nil
 }
 
 // nodeControl is what serveNodeControl serves, for the banner.
 type nodeControl struct {
-	socket  string
-	healthz map[string]string
+	socket     string
+	healthz    map[string]string
+	runtimeDir string
 }
 
 // serveNodeControl serves the control socket and the healthz ports of the kubelets until ctx
-// ends; with neither flag it serves nothing.
-func serveNodeControl(ctx context.Context, kubelets nodectl.Kubelets, socket string, healthzPort int) (nodeControl, error) {
-	c := nodeControl{socket: socket}
-	if socket != "" {
-		if _, err := nodectl.NewServer(kubelets).Serve(ctx, socket); err != nil {
+// ends; with neither flag it serves nothing. The CRI sockets are the kubelets' own
+// (fakekubelet.Options.RuntimeSocketDir): it only names them.
+func serveNodeControl(ctx context.Context, kubelets nodectl.Kubelets, f nodeControlFlags) (nodeControl, error) {
+	c := nodeControl{socket: f.socket, runtimeDir: f.runtimeDir}
+	if f.socket != "" {
+		if _, err := nodectl.NewServer(kubelets).Serve(ctx, f.socket); err != nil {
 			return c, err
 		}
 	}
-	if healthzPort != 0 {
-		addrs, err := nodectl.Healthz(ctx, kubelets, healthzPort)
+	if f.healthzPort != 0 {
+		addrs, err := nodectl.Healthz(ctx, kubelets, f.healthzPort)
 		if err != nil {
 			return c, err
 		}
@@ -79,5 +101,8 @@ func (c nodeControl) print(out io.Writer) {
 	}
 	for _, node := range slices.Sorted(maps.Keys(c.healthz)) {
 		fmt.Fprintf(out, "kubelet healthz of %s: %s\n", node, c.healthz[node])
+	}
+	if c.runtimeDir != "" {
+		fmt.Fprintf(out, "container runtimes: crictl --runtime-endpoint unix://%s   # each node's CRI socket\n", fakekubelet.RuntimeSocket(c.runtimeDir, "NODE"))
 	}
 }

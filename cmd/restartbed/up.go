@@ -43,10 +43,8 @@ type upFlags struct {
 	crds []string
 	// allowBinaries lets the --from scenario's programs name host binaries.
 	allowBinaries bool
-	// controlSocket is where the nodes' kubelet units are served to restartbed systemctl.
-	controlSocket string
-	// healthzPort is the first node's kubelet healthz port on 127.0.0.1; 0: none.
-	healthzPort int
+	// control is the host's side of the nodes.
+	control nodeControlFlags
 	// set tells which flags the user gave, so that they override a --from scenario.
 	set func(name string) bool
 }
@@ -107,7 +105,7 @@ your objects is honoured at once rather than after the collector's next resync (
 	cmd.Flags().StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs, images and objects to use")
 	cmd.Flags().StringArrayVar(&f.crds, "crds", nil,
 		"a file or directory of CustomResourceDefinition manifests to install before kube-controller-manager starts (repeatable)")
-	addNodeControlFlags(cmd.Flags(), &f.controlSocket, &f.healthzPort)
+	addNodeControlFlags(cmd.Flags(), &f.control, true)
 	cmd.Flags().BoolVar(&f.allowBinaries, "allow-host-binaries", false,
 		"let the --from scenario's programs run host executables as containers' processes (spec.programs[].binary; needs root)")
 	return cmd
@@ -176,9 +174,10 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 	for _, pool := range opts.Nodes {
 		nodes += pool.Count
 	}
-	if err := checkNodeControl(f.controlSocket, f.healthzPort, nodes); err != nil {
+	if err := f.control.check(nodes); err != nil {
 		return opts, nil, err
 	}
+	opts.RuntimeSocketDir = f.control.runtimeDir
 	var problems []scenarios.Problem
 	for _, path := range f.crds {
 		crds, err := scenarios.ReadCRDs(path)
@@ -249,7 +248,7 @@ func runUp(ctx context.Context, out, progress io.Writer, f upFlags) error {
 			return err
 		}
 	}
-	control, err := serveNodeControl(ctx, cluster.Kubelet, f.controlSocket, f.healthzPort)
+	control, err := serveNodeControl(ctx, cluster.Kubelet, f.control)
 	if err != nil {
 		return err
 	}

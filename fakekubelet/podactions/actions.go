@@ -86,8 +86,12 @@ type HoldBack struct {
 // kill, hold back and start containers, finish the deletion, look again; and the phase the pod
 // is in after them.
 type Actions struct {
-	// CreateSandbox: the pod has no sandbox yet; nothing else is planned until it has one.
+	// CreateSandbox: the pod has no ready sandbox; nothing else is planned until it has one.
 	CreateSandbox bool
+	// SandboxChanged: CreateSandbox replaces a sandbox that stopped under the live pod (a node's
+	// reboot): the SandboxChanged event, and Remove lists the init containers' instances, which
+	// the kubelet purges before it starts the pod again from its first init container.
+	SandboxChanged bool
 	// StopSandbox: every container has stopped; the sandbox stops and gives its IP back. The
 	// status to publish is then generated from the runtime with the sandbox stopped
 	// (GenerateStatus, terminating): Status is left empty.
@@ -138,6 +142,9 @@ func (a *Actions) String() string {
 	add := func(format string, args ...any) { parts = append(parts, fmt.Sprintf(format, args...)) }
 	if a.CreateSandbox {
 		add("create-sandbox")
+	}
+	if a.SandboxChanged {
+		add("sandbox-changed")
 	}
 	if a.StopSandbox {
 		add("stop-sandbox")

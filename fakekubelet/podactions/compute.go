@@ -115,6 +115,9 @@ func (p *planner) syncPod() (terminal bool) {
 		p.out.CreateSandbox = true
 		return false
 	}
+	if !p.in.Runtime.SandboxReady {
+		return p.replaceSandbox()
+	}
 	// The kubelet pulls a container's image and runs its postStart hook inside SyncPod, and
 	// kills what SyncPod decided to kill one after another, waiting for each (killContainer
 	// returns once the preStop hook has run and the container has stopped, or the grace is
@@ -140,6 +143,35 @@ func (p *planner) syncPod() (terminal bool) {
 		return true
 	}
 	p.run(p.in.Status)
+	return false
+}
+
+// replaceSandbox plans a sync of a live pod whose sandbox has stopped under it (a node's reboot,
+// crictl stopp): computePodActions' sandbox change. What still runs is killed first. A pod whose
+// status is now terminal (restartPolicy Never, or OnFailure with every container succeeded)
+// terminates without a new sandbox, as the kubelet kills such a pod instead of creating one.
+// Otherwise a new sandbox replaces the old, the init containers' instances are purged
+// (purgeInitContainers), and the pod starts again from its first init container; the regular
+// containers' exited instances stay, so their restarts go on counting.
+func (p *planner) replaceSandbox() (terminal bool) {
+	rt := p.in.Runtime
+	for i := range rt.Containers {
+		if inst := &rt.Containers[i]; inst.State == container.Running {
+			p.kill(containerSpec(p.in.Pod, inst.Name), inst, podGrace(p.in.Pod), "", true)
+		}
+	}
+	if len(p.out.Kill) > 0 || p.killing() || running(rt) {
+		return false // their exits bring the next sync
+	}
+	if restart.IsTerminal(p.in.Status.Phase) {
+		return true
+	}
+	p.out.CreateSandbox, p.out.SandboxChanged = true, true
+	for i := range p.in.Pod.Spec.InitContainers {
+		for _, inst := range rt.Instances(p.in.Pod.Spec.InitContainers[i].Name) {
+			p.out.Remove = append(p.out.Remove, inst.ID)
+		}
+	}
 	return false
 }
 
@@ -375,7 +407,7 @@ func (p *planner) startContainers() {
 			switch {
 			case latest == nil || latest.State == container.Exited:
 				p.start(c)
-				if !initialized {
+				if !initialized && !p.laterInitCreated(i) {
 					return
 				}
 			case c.StartupProbe != nil && !p.started(latest.ID) && !initialized:
@@ -385,7 +417,10 @@ func (p *planner) startContainers() {
 		}
 		switch {
 		case latest == nil:
-			if initialized {
+			if initialized || p.laterInitCreated(i) {
+				// Ran and was removed (crictl rm, the runtime's garbage collection): the
+				// kubelet reads the init containers from the last one back, so an earlier one
+				// without an instance has completed (computeInitContainerActions).
 				continue
 			}
 			p.start(c)
@@ -418,6 +453,11 @@ func (p *planner) startContainers() {
 		// status that follows is terminal.
 		p.stopAll()
 	}
+}
+
+// laterInitCreated reports whether an init container after the i-th has an instance.
+func (p *planner) laterInitCreated(i int) bool {
+	return slices.ContainsFunc(p.in.Pod.Spec.InitContainers[i+1:], func(c corev1.Container) bool { return p.in.Runtime.Latest(c.Name) != nil })
 }
 
 // anyRegularCreated reports whether some regular container has an instance, of any state.

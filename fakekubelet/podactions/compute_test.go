@@ -134,6 +134,23 @@ func groupPod() *corev1.Pod {
 	}}
 }
 
+// threeInits is a pod with two init containers and a regular one, as upstream's node-reboot
+// specs make it.
+func threeInits(policy corev1.RestartPolicy) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", UID: "uid-1"}, Spec: corev1.PodSpec{
+		RestartPolicy:  policy,
+		InitContainers: []corev1.Container{{Name: "init-1", Image: image}, {Name: "init-2", Image: image}},
+		Containers:     []corev1.Container{{Name: "main", Image: image}},
+	}}
+}
+
+// stopped lists the instances of a sandbox that has stopped, newest first.
+func stopped(s ...container.Status) *container.PodStatus {
+	rt := instances(s...)
+	rt.SandboxReady = false
+	return rt
+}
+
 // twoSidecars is a pod with two sidecars before its one regular container.
 func twoSidecars() *corev1.Pod {
 	always := ptr.To(corev1.ContainerRestartPolicyAlways)
@@ -191,6 +208,31 @@ func TestCompute(t *testing.T) {
 		{name: "a new pod gets a sandbox first", pod: simplePod(), want: "create-sandbox"},
 		{name: "a deleted pod that never ran finishes at once", pod: with(simplePod(), deleted(30)), want: "finish-deletion phase=terminated"},
 		{name: "a terminal pod that never ran stays as it is", pod: with(simplePod(), func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), want: "phase=terminated"},
+
+		// A sandbox that stopped under the pod (a node's reboot): computePodActions' sandbox change.
+		{name: "a stopped sandbox is replaced, the init containers purged", pod: threeInits(corev1.RestartPolicyAlways),
+			rt:   stopped(exitedInst("main", "m1", 0, 137), exitedInst("init-2", "i2", 0, 0), exitedInst("init-1", "i1", 0, 0)),
+			want: "create-sandbox sandbox-changed remove=i1 remove=i2"},
+		{name: "what still runs in a stopped sandbox is killed first", pod: threeInits(corev1.RestartPolicyAlways),
+			rt:   stopped(runningInst("main", "m1", 0), exitedInst("init-2", "i2", 0, 0), exitedInst("init-1", "i1", 0, 0)),
+			want: "kill=main/m1(30s)"},
+		{name: "a pod that would not restart terminates instead of getting a new sandbox", pod: threeInits(corev1.RestartPolicyNever),
+			rt:   stopped(exitedInst("main", "m1", 0, 137), exitedInst("init-2", "i2", 0, 0), exitedInst("init-1", "i1", 0, 0)),
+			want: "stop-sandbox publish=async(Failed) phase=terminated"},
+		{name: "on the new sandbox the first init container starts again", pod: threeInits(corev1.RestartPolicyAlways),
+			rt:   instances(exitedInst("main", "m1", 0, 137)),
+			want: "publish=async(Pending) start=init-1"},
+
+		// Init containers whose instances were removed (crictl rm, garbage collection).
+		{name: "an init container removed after the next one started is not run again", pod: threeInits(corev1.RestartPolicyAlways),
+			rt:   instances(runningInst("init-2", "i2", 0)),
+			want: "publish=async(Pending)"},
+		{name: "init containers removed after the pod initialized are not run again, their statuses kept", pod: threeInits(corev1.RestartPolicyAlways),
+			rt: instances(runningInst("main", "m1", 0)),
+			old: corev1.PodStatus{Phase: corev1.PodRunning, InitContainerStatuses: []corev1.ContainerStatus{
+				{Name: "init-1", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}},
+				{Name: "init-2", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}}},
+			want: "publish=async(Running)", status: "init-1 Terminated(0,Completed) last=- rc=0"},
 
 		// Starting.
 		{name: "a regular container starts", pod: simplePod(), rt: instances(),

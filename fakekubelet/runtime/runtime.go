@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,6 +127,14 @@ type sandbox struct {
 	node  string
 	ip    string
 	ready bool
+	// id and attempt are the CRI's: a sandbox that stopped under a live pod is replaced by one
+	// with the next attempt and another ID (RunSandbox); createdAt is the current one's start.
+	id        string
+	attempt   uint32
+	createdAt time.Time
+	// meta is the pod's name, namespace, labels and annotations, as the sandbox's CRI
+	// configuration carries them.
+	meta podMeta
 	// iface is the sandbox's address on the network; nil without one or once the sandbox stopped.
 	iface *network.Interface
 	// names are the files the kubelet writes for names (/etc/hosts, /etc/resolv.conf,
@@ -149,10 +158,12 @@ type sandbox struct {
 // instance is one container instance and its process.
 type instance struct {
 	status container.Status
-	fs     *vfs.FS
-	env    shell.Env
-	logs   *logs.Log
-	spec   corev1.Container
+	// sandboxID is the sandbox it was created in.
+	sandboxID string
+	fs        *vfs.FS
+	env       shell.Env
+	logs      *logs.Log
+	spec      corev1.Container
 	// stdin is the write end of the process's stdin when the container has one (spec stdin).
 	stdin io.WriteCloser
 	// term and kill deliver SIGTERM and SIGKILL; forced overrides the exit (fault injection).
@@ -177,9 +188,12 @@ type forcedExit struct {
 	oom  bool
 }
 
-// RunSandbox creates the pod's sandbox with its IP and volumes; it is a no-op if it exists. A
-// volume that cannot be set up (a required ConfigMap, Secret or key is missing) is a
-// *MountError, and no sandbox is created.
+// RunSandbox creates the pod's sandbox with its IP and volumes; it is a no-op if it exists and
+// is ready. One that stopped under the pod (StopSandboxByID, as a node's reboot stops them) is
+// replaced by a new sandbox, the next attempt, on the same volumes, with its address back on the
+// network; its instances stay, as the exited containers of the old one. A volume that cannot be
+// set up (a required ConfigMap, Secret or key is missing) is a *MountError, and no sandbox is
+// created.
 func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) error {
 	projected := map[string]map[string]projectedFile{}
 	if !r.HasSandbox(pod.UID) {
@@ -199,6 +213,10 @@ func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) er
 	defer r.opts.Notify(pod.UID) // deferred calls run last-in first-out: after the unlock
 	defer r.mu.Unlock()
 	if sb := r.pods[pod.UID]; sb != nil {
+		if !sb.ready {
+			sb.attempt++
+			sb.id, sb.createdAt = sandboxID(pod.UID, sb.attempt), r.opts.Clock.Now()
+		}
 		sb.ready = true
 		if sb.iface == nil {
 			sb.iface = r.attach(sb)
@@ -206,7 +224,8 @@ func (r *Runtime) RunSandbox(ctx context.Context, pod *corev1.Pod, ip string) er
 		return nil
 	}
 	sb := &sandbox{uid: pod.UID, node: pod.Spec.NodeName, ip: ip, ready: true, fs: r.files.NewPod(),
-		volumes: map[string]*vfs.Volume{}, projected: map[string]bool{}, attempts: map[string]int{}}
+		volumes: map[string]*vfs.Volume{}, projected: map[string]bool{}, attempts: map[string]int{},
+		id: sandboxID(pod.UID, 0), createdAt: r.opts.Clock.Now(), meta: metaOf(pod)}
 	domain := network.DefaultDomain
 	if r.opts.Network != nil {
 		domain = r.opts.Network.Domain()
@@ -359,10 +378,11 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	in := &instance{
 		status: container.Status{ID: hex.EncodeToString(sum[:]), Name: c.Name, Attempt: sb.attempts[c.Name], State: container.Running,
 			CreatedAt: now, StartedAt: now, Image: image, ImageRef: imageRef, SpecImage: c.Image},
-		spec:     *c.DeepCopy(),
-		logs:     logs.New(r.opts.Logs),
-		handlers: map[int32]http.Handler{},
-		done:     make(chan struct{}),
+		sandboxID: sb.id,
+		spec:      *c.DeepCopy(),
+		logs:      logs.New(r.opts.Logs),
+		handlers:  map[int32]http.Handler{},
+		done:      make(chan struct{}),
 	}
 	sb.attempts[c.Name]++
 	in.fs = sb.fs.NewFS()
@@ -382,7 +402,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	stdout, stderr := in.logs.Writer(logs.Stdout), in.logs.Writer(logs.Stderr)
 	img, known := knownimages.Lookup(c.Image)
 	in.env = shell.Env{FS: in.fs, Vars: env, Dir: c.WorkingDir, Stdout: stdout, Stderr: stderr, MainStdout: stdout, MainStderr: stderr,
-		Clock: r.opts.Clock, Hostname: sb.hostname, Commands: img.Commands}
+		Clock: r.opts.Clock, Hostname: sb.hostname, Commands: img.Commands, Init: &shell.Init{}}
 	if sb.iface != nil {
 		in.env.Net = sb.iface
 	}
@@ -419,6 +439,14 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	r.procs.Add(1)
 	r.mu.Unlock()
 
+	// A process the shell does not run is a program with handlers for SIGTERM and SIGINT: kill 1
+	// from the container stops it as the kubelet's SIGTERM does. RunMain handles its own.
+	stopsOnSignal := func(sig syscall.Signal) error {
+		if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+			term()
+		}
+		return nil
+	}
 	var run func() int
 	switch {
 	case choice.Binary != "":
@@ -430,6 +458,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 		if r.opts.ConfigFor != nil {
 			pc.Config = r.opts.ConfigFor(pod)
 		}
+		in.env.Init.Handle(stopsOnSignal)
 		run = func() int { return runProgram(termCtx, killCtx, choice.Program, pc) }
 	case choice.Script != "":
 		run = func() int { return shell.RunMain(termCtx, killCtx, []string{"sh", "-c", choice.Script}, in.env) }
@@ -438,6 +467,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 	default:
 		// No command, and an image whose process restartbed does not run (Options.ImageCommands):
 		// a process that runs until it is stopped and exits on SIGTERM.
+		in.env.Init.Handle(stopsOnSignal)
 		run = func() int {
 			select {
 			case <-termCtx.Done():
@@ -512,6 +542,7 @@ func (r *Runtime) exited(uid types.UID, in *instance, code int32) {
 	if in.stdin != nil {
 		_ = in.stdin.Close() // closing a pipe's writer cannot fail
 	}
+	in.env.Init.Handle(nil)
 	r.mu.Lock()
 	close(in.done)
 	in.term()

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestNodeControlFlagsCheck(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "stale.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, tc := range []struct {
+		name  string
+		f     nodeControlFlags
+		nodes int
+		want  string // a part of the error; "" for none
+	}{
+		{"nothing asked", nodeControlFlags{}, 0, ""},
+		{"all of it", nodeControlFlags{socket: filepath.Join(dir, "c.sock"), healthzPort: 10248, runtimeDir: dir}, 2, ""},
+		{"a socket file that is there already", nodeControlFlags{socket: sock}, 1, ""},
+		{"healthz ports without nodes", nodeControlFlags{healthzPort: 10248}, 0, "--kubelet-healthz-port needs nodes"},
+		{"healthz ports past 65535", nodeControlFlags{healthzPort: 65535}, 2, "must be ports"},
+		{"a runtime socket directory that is not there", nodeControlFlags{runtimeDir: filepath.Join(dir, "nope")}, 1, "--runtime-socket-dir " + filepath.Join(dir, "nope") + ": not a directory"},
+		{"a runtime socket directory that is a file", nodeControlFlags{runtimeDir: file}, 1, "not a directory"},
+		{"a control socket in no directory", nodeControlFlags{socket: filepath.Join(dir, "nope", "c.sock")}, 1, "does not exist"},
+		{"a control socket over a file", nodeControlFlags{socket: file}, 1, "is not a socket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.f.check(tc.nodes)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("check: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("check: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
