@@ -39,6 +39,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/server"
 	"github.com/restartbed/restartbed/fakekubelet/status"
 	"github.com/restartbed/restartbed/fakekubelet/token"
+	"github.com/restartbed/restartbed/timing"
 )
 
 // syncFrequency is the kubelet's period of pod syncs (KubeletConfiguration syncFrequency's
@@ -321,6 +322,25 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 	return err
 }
 
+// The kubelet's crash-loop backoff under ReduceDefaultCrashLoopBackOffDecay (alpha since 1.33, off
+// by default): its first delay and its cap (pkg/kubelet/kubelet.go, newCrashLoopBackOff).
+const (
+	gateReduceCrashLoopBackOff = "ReduceDefaultCrashLoopBackOffDecay"
+	reducedCrashLoopBackOff    = time.Second
+	reducedCrashLoopBackOffMax = 60 * time.Second
+)
+
+// crashLoopBackOff is the profile with the crash-loop backoff the kubelet's gates make of it:
+// with ReduceDefaultCrashLoopBackOffDecay, upstream's reduced backoff (1 s doubling up to 60 s),
+// never slower than the profile's own. The image pull backoff is not the gate's.
+func crashLoopBackOff(profile timing.Profile, gates map[string]bool) timing.Profile {
+	if gates[gateReduceCrashLoopBackOff] {
+		profile.CrashLoopBackOff = min(profile.CrashLoopBackOff, reducedCrashLoopBackOff)
+		profile.CrashLoopBackOffMax = min(profile.CrashLoopBackOffMax, reducedCrashLoopBackOffMax)
+	}
+	return profile
+}
+
 // newPods builds the container runtime, the status manager and the pod workers on the shared
 // pod informer.
 func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerFactory) error {
@@ -335,7 +355,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	if err != nil {
 		return fmt.Errorf("fakekubelet: status client: %w", err)
 	}
-	p := &pods{ids: k.ids, clock: k.clock, timing: k.opts.Timing, rules: rules, events: k.events,
+	p := &pods{ids: k.ids, clock: k.clock, timing: crashLoopBackOff(k.opts.Timing, k.opts.FeatureGates), rules: rules, events: k.events,
 		changeStatusOnRestart: k.opts.FeatureGates[gateChangeStatusOnKubeletRestart],
 		queue:                 workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
 		nodes:                 k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},
