@@ -223,9 +223,14 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	return nil
 }
 
-// attach puts the node on the pod network and serves its kubelet API there and on its listener,
-// and its runtime on its CRI socket.
+// attach gives the node its sandbox image, puts it on the pod network and serves its kubelet API
+// there and on its listener, and its runtime on its CRI socket.
 func (k *Kubelet) attach(n *nodes.Node, serving *nodeServing) error {
+	// The node's runtime holds the release's sandbox image, as a kubeadm node's has it pulled
+	// before its first pod; node.status.images lists it.
+	if err := k.images.Preload(n.Name(), k.release.SandboxImage()); err != nil {
+		return fmt.Errorf("fakekubelet: node %s: %w", n.Name(), err)
+	}
 	iface, err := k.network.Attach(n.InternalIP(), n.Name())
 	if err != nil {
 		return fmt.Errorf("fakekubelet: node %s: %w", n.Name(), err)

@@ -59,6 +59,15 @@ func (k Kubelet) String() string { return fmt.Sprintf("1.%d", max(k.minor, Oldes
 // convertContainerStatus), with the RestartAllContainersOnContainerExits gate.
 func (k Kubelet) CarriesLastStateAcrossRestartAll() bool { return k.minor >= 36 }
 
+// SandboxImage is the pause image of the release's sandboxes, which every node's runtime holds:
+// kubeadm's PauseVersion, 3.10.1 in 1.35 and 3.10.2 from 1.36 (cmd/kubeadm/app/constants).
+func (k Kubelet) SandboxImage() string {
+	if k.minor >= 36 {
+		return "registry.k8s.io/pause:3.10.2"
+	}
+	return "registry.k8s.io/pause:3.10.1"
+}
+
 // ExplainsSandboxNotReady: from 1.37 a PodReadyToStartContainers=False condition has reason
 // PodSandboxNotReady and a message saying why ("no pod sandbox exists", "pod sandbox is not
 // ready"); before it has neither. Upstream: pkg/kubelet/status/generate.go,

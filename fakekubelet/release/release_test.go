@@ -33,7 +33,16 @@ func TestFor(t *testing.T) {
 func TestZeroValueIsOldest(t *testing.T) {
 	var zero Kubelet
 	if zero.String() != "1.35" || zero.CarriesLastStateAcrossRestartAll() != Minor(35).CarriesLastStateAcrossRestartAll() ||
-		zero.ExplainsSandboxNotReady() != Minor(35).ExplainsSandboxNotReady() || zero.ExecProbesWhileTerminating() != Minor(35).ExecProbesWhileTerminating() {
+		zero.ExplainsSandboxNotReady() != Minor(35).ExplainsSandboxNotReady() || zero.ExecProbesWhileTerminating() != Minor(35).ExecProbesWhileTerminating() ||
+		zero.SandboxImage() != Minor(35).SandboxImage() {
 		t.Errorf("the zero value is not 1.35: %v", zero)
+	}
+}
+
+func TestSandboxImage(t *testing.T) {
+	for minor, want := range map[uint]string{35: "registry.k8s.io/pause:3.10.1", 36: "registry.k8s.io/pause:3.10.2", 37: "registry.k8s.io/pause:3.10.2"} {
+		if got := Minor(minor).SandboxImage(); got != want {
+			t.Errorf("1.%d: %s, want %s", minor, got, want)
+		}
 	}
 }
