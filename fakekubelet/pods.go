@@ -353,7 +353,7 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 			// containers stay ContainerCreating and the sync is tried again after the back-off.
 			p.releaseIP(pod.UID)
 			p.events.pod(pod, corev1.EventTypeWarning, eventFailedMount, "%s", err)
-			p.queue.AddAfter(pod.UID, syncErrorBackOff)
+			p.queue.AddAfter(pod.UID, p.timing.SyncErrorBackOff)
 			in.Runtime = &container.PodStatus{UID: pod.UID} // no sandbox, nothing created
 			waiting := podactions.Plan(&in)
 			return p.apply(ctx, pod, st, &in, &podactions.Actions{Publish: waiting.Publish, Status: waiting.Status, Phase: waiting.Phase})
@@ -601,7 +601,7 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		// The kubelet's reason cache shows the failure; the pod worker syncs the pod again after
 		// its back-off period, when the next start finds the image's pull backoff.
 		st.reasons[c.Name] = status.Waiting{Reason: img.Reason, Message: img.Message}
-		p.queue.AddAfter(pod.UID, syncErrorBackOff)
+		p.queue.AddAfter(pod.UID, p.timing.SyncErrorBackOff)
 		return false // the plan starts no container after a regular init container
 	}
 	if s.BackoffKey != "" {
@@ -615,7 +615,7 @@ func (p *pods) start(ctx context.Context, pod *corev1.Pod, st *podState, rt *con
 		// sync again after its back-off period.
 		st.reasons[c.Name] = status.Waiting{Reason: status.ReasonCreateContainerConfigError, Message: err.Error()}
 		p.events.container(pod, c, corev1.EventTypeWarning, eventFailed, "Error: %s", err)
-		p.queue.AddAfter(pod.UID, syncErrorBackOff)
+		p.queue.AddAfter(pod.UID, p.timing.SyncErrorBackOff)
 		return false
 	}
 	inst, err := p.rt.Start(pod, c, env)

@@ -3,7 +3,6 @@ package fakekubelet
 import (
 	"context"
 	"fmt"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,10 +18,6 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/token"
 )
-
-// syncErrorBackOff is how long the pod worker waits before it tries a failed sync again (the
-// kubelet's backOffPeriod, pkg/kubelet/kubelet.go).
-const syncErrorBackOff = 10 * time.Second
 
 // apiSources reads the ConfigMaps, Secrets and Services containers' environments and volumes refer to from the shared
 // informers, and from the apiserver when the informer has not seen one yet: the kubelet's

@@ -81,6 +81,10 @@ type Profile struct {
 	// RestartAllKillGrace is how long a RestartAllContainers cleanup waits for each running
 	// container after SIGTERM before SIGKILL (the kubelet's minimum grace period).
 	RestartAllKillGrace time.Duration
+	// SyncErrorBackOff is how long a kubelet's pod worker waits before it syncs a pod again after
+	// a sync that failed: a volume that could not be mounted, a container config that could not
+	// be made, an image pull that failed (the kubelet's backOffPeriod).
+	SyncErrorBackOff time.Duration
 }
 
 // Realistic returns the upstream defaults of kube-controller-manager, kube-apiserver and the
@@ -111,6 +115,7 @@ func Realistic() Profile {
 		CrashLoopBackOffReset: 10 * time.Minute,
 		PLEGRelistPeriod:      time.Second,
 		RestartAllKillGrace:   2 * time.Second,
+		SyncErrorBackOff:      10 * time.Second,
 	}
 }
 
@@ -144,6 +149,7 @@ func Fast() Profile {
 		CrashLoopBackOffReset: time.Minute,
 		PLEGRelistPeriod:      100 * time.Millisecond,
 		RestartAllKillGrace:   time.Second,
+		SyncErrorBackOff:      time.Second,
 	}
 }
 
@@ -202,6 +208,7 @@ func (p Profile) Durations() []Duration {
 		{"crashLoopBackOffReset", p.CrashLoopBackOffReset},
 		{"plegRelistPeriod", p.PLEGRelistPeriod},
 		{"restartAllKillGrace", p.RestartAllKillGrace},
+		{"syncErrorBackOff", p.SyncErrorBackOff},
 	}
 }
 
