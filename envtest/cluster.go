@@ -318,10 +318,13 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			APIServer: apiserver,
 			Etcd:      &crenvtest.Etcd{Path: paths[controlplane.EtcdBinary], DataDir: c.work.file("etcd"), Out: out, Err: out},
 		},
-		Scheme:                   c.Scheme,
-		CRDs:                     append(crds, opts.CRDs...),
-		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
-		ErrorIfCRDPathMissing:    true,
+		Scheme:                c.Scheme,
+		CRDs:                  append(crds, opts.CRDs...),
+		CRDDirectoryPaths:     opts.CRDDirectoryPaths,
+		ErrorIfCRDPathMissing: true,
+		// controller-runtime waits 10 s for the CRDs to be served, which a loaded machine starting
+		// several control planes overruns; the wait is as long as the components' start.
+		CRDInstallOptions:        crenvtest.CRDInstallOptions{MaxTime: componentStartTimeout},
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}

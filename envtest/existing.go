@@ -92,7 +92,7 @@ func (c *Cluster) startOnExisting(ctx context.Context, opts Options) error {
 		Config:             c.Config,
 		Scheme:             c.Scheme,
 		CRDInstallOptions: crenvtest.CRDInstallOptions{CRDs: append(crds, opts.CRDs...), Paths: opts.CRDDirectoryPaths,
-			ErrorIfPathMissing: true, CleanUpAfterUse: true},
+			ErrorIfPathMissing: true, CleanUpAfterUse: true, MaxTime: componentStartTimeout},
 	}
 	if opts.JobSet {
 		c.env.WebhookInstallOptions = webhookInstallOptions()
