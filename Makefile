@@ -78,7 +78,7 @@ test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and t
 
 .PHONY: test-upstream
 test-upstream: envtest-assets ## Upstream's own suites against restartbed: JobSet v0.12.0's e2e and its agent binary in Stories 1 and 2 (both controllers), Kubernetes' node e2e lifecycle specs of every supported release; docs/upstream-tests.md.
-	@for m in $(dir $(UPSTREAM)); do echo "== $$m"; (cd $$m && $(GO) test -count=1 -timeout 80m -parallel 3 -v ./...) || exit 1; done
+	@for m in $(dir $(UPSTREAM)); do echo "== $$m"; (cd $$m && $(GO) test -count=1 -timeout 80m -parallel 9 -v ./...) || exit 1; done
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no control plane).

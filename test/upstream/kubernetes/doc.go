@@ -12,11 +12,13 @@
 // beside restartbed's suite file (testdata/) in place of upstream's e2e_node_suite_test.go,
 // which would validate the host's kernel and start a kubelet.
 //
-// Each binary runs under ginkgo in parallel against a one-node cluster of `restartbed up`, as
-// upstream's node e2e runs against a node whose services are up (--host and --bearer-token, a
-// cluster-admin service account's token, and --feature-gates for the gates restartbed turns on).
-// Specs that need what an emulated node cannot give — restarting the kubelet or rebooting the
-// node through systemd, the CRI proxy — are skipped and listed as not applicable, with the
-// reason. The test fails for every applicable spec that fails; -update-docs writes the tables
+// Each binary runs under ginkgo against one-node clusters of `restartbed up`, as upstream's node
+// e2e runs against a node whose services are up (--host and --bearer-token, a cluster-admin
+// service account's token, and --feature-gates for the gates restartbed turns on): the parallel
+// specs on one, in parallel, and the serial ones divided among clusters of their own. The specs
+// restart the kubelet through systemctl (restartbed systemctl on the cluster's control socket) and
+// reach the node's runtime through its CRI socket (up --runtime-socket-dir). Specs that need what
+// an emulated node cannot give — the kubelet's configuration file, the CRI proxy — are skipped
+// and listed as not applicable, with the reason. The test fails for every applicable spec that fails; -update-docs writes the tables
 // into docs/upstream-tests.md.
 package kubernetes

@@ -29,6 +29,7 @@ import (
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/envtest/controlplane"
+	"github.com/restartbed/restartbed/fakekubelet"
 )
 
 var (
@@ -93,10 +94,6 @@ var notApplicable = []struct {
 }{
 	{file: "container_restart_test.go",
 		reason: "rewrites the kubelet's configuration file and restarts it with systemctl, and injects failures through the CRI proxy; restartbed's kubelets have neither"},
-	{text: `should restart regular containers when sidecar with startupProbe is running after kubelet restart`,
-		reason: "signals the container's main process with `kill 1` through kubectl exec; restartbed's shell cannot yet signal PID 1 from an exec"},
-	{text: `[Rr]eboot|statuses have been removed`,
-		reason: "reads or changes the container runtime through its CRI socket (ListPodSandbox, StopPodSandbox, RemoveContainer); restartbed serves no CRI endpoint"},
 }
 
 // result is one spec's outcome.
@@ -161,33 +158,39 @@ func runRelease(t *testing.T, root, restartbed string, release controlplane.Rele
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	// The serial specs (the kubelet restarts among them, about 50 s each of their own waits) run
-	// on a cluster of their own while the others run on another, so that a release takes as long
-	// as the longer half rather than both. Each half's report lists every spec: a spec's outcome
-	// is the one from the half that ran it, or, skipped in both, the one from the half its
-	// [Serial] tag says.
+	// The serial specs (the kubelet restarts and node reboots among them, about a minute each of
+	// their own waits) run on clusters of their own, serialShards of them, while the others run
+	// on another, so that a release takes about as long as one shard rather than all of it. Each
+	// half's report lists every spec: a spec's outcome is the one from the half that ran it, or,
+	// skipped in all, the one from a half its [Serial] tag says.
+	halves := []half{{name: "parallel", labels: "!Serial"}}
+	halves = append(halves, serialHalves(t, s, ginkgo, bin, featureGates(release), work)...)
 	var (
 		mu     sync.Mutex
 		byText = map[string]result{}
 	)
 	t.Run("specs", func(t *testing.T) {
-		for _, serial := range []bool{false, true} {
-			name, labels := "parallel", "!Serial"
-			if serial {
-				name, labels = "serial", "Serial"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, h := range halves {
+			t.Run(h.name, func(t *testing.T) {
 				t.Parallel()
-				dir := filepath.Join(work, name)
+				dir := filepath.Join(work, h.name)
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
 				node := up(ctx, t, restartbed, release, dir)
 				token := adminToken(ctx, t, filepath.Join(dir, "kubeconfig"))
-				half := run(t, s, ginkgo, bin, node, token, featureGates(release), dir, hostTools(t, restartbed, dir), "--label-filter="+labels)
+				extra := []string{"--label-filter=" + h.labels}
+				if h.focus != "" {
+					extra = append(extra, "--focus="+h.focus)
+				}
+				outcomes := run(t, s, ginkgo, bin, node, token, featureGates(release), dir, hostTools(t, restartbed, dir), extra...)
+				serial := h.labels == "Serial"
 				mu.Lock()
 				defer mu.Unlock()
-				for _, r := range half {
+				for _, r := range outcomes {
+					if !h.keeps(r.text) {
+						continue
+					}
 					k := r.file + r.text
 					prev, seen := byText[k]
 					ran, prevRan := r.outcome != "n/a", seen && prev.outcome != "n/a"
@@ -210,6 +213,63 @@ func runRelease(t *testing.T, root, restartbed string, release controlplane.Rele
 	}
 	report(t, results)
 	return results
+}
+
+// serialShards is how many clusters a release's serial specs are divided among.
+const serialShards = 2
+
+// half is one cluster's share of a release's specs: those with the labels, and, for a shard of
+// the serial specs, those of focus, which lists the shard's specs (ours) beside the others'.
+type half struct {
+	name, labels string
+	focus        string
+	ours, others map[string]bool
+}
+
+// keeps reports whether the half's outcome of the spec with the text counts: a shard's report
+// lists every serial spec, those of the other shards as skipped, and those are theirs to report.
+func (h half) keeps(text string) bool { return h.ours[text] || !h.others[text] }
+
+// serialHalves divides the release's serial specs that apply among serialShards halves, one by
+// one in the order of their files and texts (specs of a kind sit together, and take about as
+// long), as a dry run lists them. With -focus there is one serial half, for the focused specs.
+func serialHalves(t *testing.T, s suite, ginkgo, bin, gates, work string) []half {
+	t.Helper()
+	if *focus != "" {
+		return []half{{name: "serial", labels: "Serial"}}
+	}
+	var texts []string
+	for _, r := range list(t, s, ginkgo, bin, gates, work, nil, "--label-filter=Serial") {
+		if r.outcome == "pass" { // would run
+			texts = append(texts, r.text)
+		}
+	}
+	halves := make([]half, serialShards)
+	for i := range halves {
+		halves[i] = half{name: fmt.Sprintf("serial-%d", i+1), labels: "Serial", ours: map[string]bool{}, others: map[string]bool{}}
+	}
+	for i, text := range texts {
+		for j := range halves {
+			if j == i%serialShards {
+				halves[j].ours[text] = true
+			} else {
+				halves[j].others[text] = true
+			}
+		}
+	}
+	for i := range halves {
+		var alternatives []string
+		for text := range halves[i].ours {
+			alternatives = append(alternatives, regexp.QuoteMeta(text))
+		}
+		slices.Sort(alternatives)
+		// ginkgo matches --focus against the suite's description, a space and the spec's text.
+		halves[i].focus = " (?:" + strings.Join(alternatives, "|") + ")$"
+		if len(alternatives) == 0 {
+			halves[i].focus = "^$" // nothing to run; the half still lists the specs
+		}
+	}
+	return halves
 }
 
 // featureGates are the gates restartbed turns on in the cluster beyond the release's defaults,
@@ -311,7 +371,7 @@ func writeFile(t *testing.T, name string, data []byte) {
 // kubelet healthz.
 var (
 	upLine      = regexp.MustCompile(`^restartbed is up .* at (https://\S+?)/?$`)
-	healthzLine = regexp.MustCompile(`^kubelet healthz of \S+: (http://\S+)$`)
+	healthzLine = regexp.MustCompile(`^kubelet healthz of (\S+): (http://\S+)$`)
 )
 
 // controlSocket is the node control socket of `restartbed up`, in the work directory.
@@ -323,15 +383,23 @@ type node struct {
 	host string
 	// healthz is the kubelet's healthz endpoint.
 	healthz string
+	// runtime is the node's CRI endpoint.
+	runtime string
 }
 
 // up runs `restartbed up` with one node until the test ends, its kubelet served as a systemd
-// unit on the control socket and its healthz on a port of its own.
+// unit on the control socket, its healthz on a port of its own and its container runtime on a
+// CRI socket.
 func up(ctx context.Context, t *testing.T, restartbed string, release controlplane.Release, work string) node {
 	t.Helper()
+	sockets := filepath.Join(work, "cri")
+	if err := os.MkdirAll(sockets, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.CommandContext(ctx, restartbed, "up", "--nodes", "1", "--kubernetes-version", release.Minor(),
 		"--kubeconfig", filepath.Join(work, "kubeconfig"),
-		"--control-socket", filepath.Join(work, controlSocket), "--kubelet-healthz-port", fmt.Sprint(freePort(t)))
+		"--control-socket", filepath.Join(work, controlSocket), "--kubelet-healthz-port", fmt.Sprint(freePort(t)),
+		"--runtime-socket-dir", sockets)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = time.Minute
 	stdout, err := cmd.StdoutPipe()
@@ -366,7 +434,8 @@ func up(ctx context.Context, t *testing.T, restartbed string, release controlpla
 				n.host = m[1]
 			}
 			if m := healthzLine.FindStringSubmatch(sc.Text()); m != nil && n.host != "" {
-				n.healthz = m[1]
+				n.healthz = m[2]
+				n.runtime = "unix://" + fakekubelet.RuntimeSocket(sockets, m[1])
 				upc <- n
 			}
 		}
@@ -447,12 +516,10 @@ func adminToken(ctx context.Context, t *testing.T, kubeconfig string) string {
 	return tr.Status.Token
 }
 
-// run runs the specs with ginkgo, in the environment env and with the extra ginkgo flags, and
-// returns the outcome of every spec of the chosen files.
-func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work string, env []string, extra ...string) []result {
-	t.Helper()
-	reportFile := filepath.Join(work, "report.json")
-	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", parallelism), "--no-color", "--timeout=70m", "--json-report=" + reportFile}
+// specArgs are the ginkgo flags that choose the specs: the suite's files, -focus, what does not
+// apply or is out of scope, and the extra flags.
+func specArgs(s suite, extra ...string) []string {
+	var args []string
 	for _, f := range s.focus() {
 		args = append(args, "--focus-file="+f)
 	}
@@ -469,8 +536,18 @@ func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work s
 	if s.outOfScope != "" {
 		args = append(args, "--skip="+s.outOfScope)
 	}
-	args = append(args, extra...)
-	args = append(args, bin, "--", "--host="+n.host, "--bearer-token="+token, "--kubelet-healthz-url="+n.healthz)
+	return append(args, extra...)
+}
+
+// run runs the specs with ginkgo, in the environment env and with the extra ginkgo flags, and
+// returns the outcome of every spec of the chosen files.
+func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work string, env []string, extra ...string) []result {
+	t.Helper()
+	reportFile := filepath.Join(work, "report.json")
+	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", parallelism), "--no-color", "--timeout=70m", "--json-report=" + reportFile}
+	args = append(args, specArgs(s, extra...)...)
+	args = append(args, bin, "--", "--host="+n.host, "--bearer-token="+token, "--kubelet-healthz-url="+n.healthz,
+		"--container-runtime-endpoint="+n.runtime)
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
 	}
@@ -479,6 +556,32 @@ func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work s
 	start := time.Now()
 	out, runErr := cmd.CombinedOutput()
 	t.Logf("ginkgo ran the specs in %s (%v)", time.Since(start).Round(time.Second), runErr)
+	results := readReport(t, s, reportFile, runErr, out)
+	if runErr != nil && !strings.Contains(string(out), "FAIL!") {
+		t.Logf("ginkgo's output (last 16 KiB):\n%s", tail(string(out), 16<<10))
+	}
+	return results
+}
+
+// list returns the specs the ginkgo flags choose, as a dry run finds them: those that would run
+// pass, the others are skipped.
+func list(t *testing.T, s suite, ginkgo, bin, gates, work string, env []string, extra ...string) []result {
+	t.Helper()
+	reportFile := filepath.Join(work, "specs.json")
+	args := append([]string{"run", "--dry-run", "--no-color", "--json-report=" + reportFile}, specArgs(s, extra...)...)
+	args = append(args, bin, "--")
+	if gates != "" {
+		args = append(args, "--feature-gates="+gates)
+	}
+	cmd := exec.Command(ginkgo, args...)
+	cmd.Dir, cmd.Env = work, env
+	out, runErr := cmd.CombinedOutput()
+	return readReport(t, s, reportFile, runErr, out)
+}
+
+// readReport reads a ginkgo JSON report: the outcome of every spec of the chosen files.
+func readReport(t *testing.T, s suite, reportFile string, runErr error, out []byte) []result {
+	t.Helper()
 	data, err := os.ReadFile(reportFile)
 	if err != nil {
 		t.Fatalf("ginkgo wrote no report (%v): %v\n%s", runErr, err, tail(string(out), 16<<10))
@@ -529,9 +632,6 @@ func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work s
 		}
 	}
 	slices.SortFunc(results, func(a, b result) int { return strings.Compare(a.file+a.text, b.file+b.text) })
-	if runErr != nil && !strings.Contains(string(out), "FAIL!") {
-		t.Logf("ginkgo's output (last 16 KiB):\n%s", tail(string(out), 16<<10))
-	}
 	return results
 }
 
@@ -588,7 +688,7 @@ func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // Markers around the generated table in docs/upstream-tests.md.
 const (
-	tableBegin = "<!-- node e2e table: generated by `go test -parallel 3 ./... -args -update-docs` in test/upstream/kubernetes -->"
+	tableBegin = "<!-- node e2e table: generated by `go test -parallel 9 ./... -args -update-docs` in test/upstream/kubernetes -->"
 	tableEnd   = "<!-- end of node e2e table -->"
 )
 
