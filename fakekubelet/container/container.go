@@ -76,8 +76,10 @@ func InstanceID(containerID string) string {
 
 // PodStatus is a snapshot of one pod's sandbox and container instances.
 type PodStatus struct {
-	UID          types.UID
-	IP           string
+	UID types.UID
+	IP  string
+	// SandboxID is the runtime's sandbox's ID; empty when the pod has none (its creation failed).
+	SandboxID    string
 	SandboxReady bool
 	// Containers are every instance, newest first.
 	Containers []Status

@@ -115,7 +115,7 @@ func (p *planner) syncPod() (terminal bool) {
 		p.out.CreateSandbox = true
 		return false
 	}
-	if !p.in.Runtime.SandboxReady {
+	if !p.in.Runtime.SandboxReady && p.in.Runtime.SandboxID != "" {
 		return p.replaceSandbox()
 	}
 	// The kubelet pulls a container's image and runs its postStart hook inside SyncPod, and

@@ -147,7 +147,7 @@ func threeInits(policy corev1.RestartPolicy) *corev1.Pod {
 // stopped lists the instances of a sandbox that has stopped, newest first.
 func stopped(s ...container.Status) *container.PodStatus {
 	rt := instances(s...)
-	rt.SandboxReady = false
+	rt.SandboxID, rt.SandboxReady = "sb-1", false
 	return rt
 }
 
@@ -219,6 +219,9 @@ func TestCompute(t *testing.T) {
 		{name: "a pod that would not restart terminates instead of getting a new sandbox", pod: threeInits(corev1.RestartPolicyNever),
 			rt:   stopped(exitedInst("main", "m1", 0, 137), exitedInst("init-2", "i2", 0, 0), exitedInst("init-1", "i1", 0, 0)),
 			want: "stop-sandbox publish=async(Failed) phase=terminated"},
+		{name: "a sandbox that could not be created (a volume not mounted) is no stopped one: the pod waits in ContainerCreating",
+			pod: threeInits(corev1.RestartPolicyAlways), rt: &container.PodStatus{UID: "uid-1"},
+			want: "publish=async(Pending) start=init-1", status: "main Waiting(PodInitializing) last=- rc=0"},
 		{name: "on the new sandbox the first init container starts again", pod: threeInits(corev1.RestartPolicyAlways),
 			rt:   instances(exitedInst("main", "m1", 0, 137)),
 			want: "publish=async(Pending) start=init-1"},

@@ -344,7 +344,7 @@ func (r *Runtime) Status(uid types.UID) (container.PodStatus, bool) {
 	if sb == nil {
 		return container.PodStatus{UID: uid}, false
 	}
-	ps := container.PodStatus{UID: uid, IP: sb.ip, SandboxReady: sb.ready, Containers: make([]container.Status, 0, len(sb.instances))}
+	ps := container.PodStatus{UID: uid, IP: sb.ip, SandboxID: sb.id, SandboxReady: sb.ready, Containers: make([]container.Status, 0, len(sb.instances))}
 	for i := len(sb.instances) - 1; i >= 0; i-- {
 		ps.Containers = append(ps.Containers, sb.instances[i].status)
 	}

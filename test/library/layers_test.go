@@ -13,7 +13,7 @@ const module = "github.com/restartbed/restartbed/"
 var fakekubeletLayers = []string{
 	"fakekubelet/container", "fakekubelet/token", "fakekubelet/release", "fakekubelet/images", "fakekubelet/vfs", "fakekubelet/logs", "fakekubelet/network", "fakekubelet/network/networktest",
 	"fakekubelet/restart", "fakekubelet/status", "fakekubelet/podactions", "fakekubelet/prober",
-	"fakekubelet/shell", "fakekubelet/knownimages", "fakekubelet/program", "fakekubelet/hostproc", "fakekubelet/runtime", "fakekubelet/pleg", "fakekubelet/server",
+	"fakekubelet/shell", "fakekubelet/knownimages", "fakekubelet/program", "fakekubelet/hostproc", "fakekubelet/runtime", "fakekubelet/pleg", "fakekubelet/server", "fakekubelet/cri",
 	"fakekubelet/nodes",
 	"fakekubelet",
 }
