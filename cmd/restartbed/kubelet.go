@@ -54,7 +54,7 @@ type kubeletFlags struct {
 	imageCommands     bool
 	// control is the host's side of the nodes.
 	control nodeControlFlags
-	set           func(name string) bool
+	set     func(name string) bool
 }
 
 func newKubeletCommand() *cobra.Command {
