@@ -68,15 +68,23 @@ type Container struct {
 	Labels map[string]string
 }
 
+// on returns the sandboxes of the node's pods; r.mu is held.
+func (r *Runtime) on(node string) []*sandbox {
+	var out []*sandbox
+	for _, sb := range r.pods {
+		if sb.node == node {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
+
 // Sandboxes returns the current sandbox of every pod on the node, oldest first.
 func (r *Runtime) Sandboxes(node string) []Sandbox {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Sandbox
-	for _, sb := range r.pods {
-		if sb.node != node {
-			continue
-		}
+	for _, sb := range r.on(node) {
 		labels := maps.Clone(sb.meta.labels)
 		if labels == nil {
 			labels = map[string]string{}
@@ -99,10 +107,7 @@ func (r *Runtime) Containers(node string) []Container {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Container
-	for _, sb := range r.pods {
-		if sb.node != node {
-			continue
-		}
+	for _, sb := range r.on(node) {
 		for _, in := range sb.instances {
 			labels := sb.kubeletLabels()
 			labels[LabelContainerName] = in.status.Name
@@ -120,8 +125,8 @@ func (r *Runtime) Containers(node string) []Container {
 func (r *Runtime) StopSandboxByID(node, id string) error {
 	r.mu.Lock()
 	var sb *sandbox
-	for _, s := range r.pods {
-		if s.node == node && s.id == id {
+	for _, s := range r.on(node) {
+		if s.id == id {
 			sb = s
 		}
 	}
@@ -147,10 +152,7 @@ func (r *Runtime) StopSandboxByID(node, id string) error {
 
 // findByID returns the node's instance with the ID and its pod; r.mu is held.
 func (r *Runtime) findByID(node, id string) (*sandbox, *instance) {
-	for _, sb := range r.pods {
-		if sb.node != node {
-			continue
-		}
+	for _, sb := range r.on(node) {
 		if _, in := r.find(sb.uid, id); in != nil {
 			return sb, in
 		}
