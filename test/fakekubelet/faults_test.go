@@ -90,7 +90,10 @@ var _ = Describe("Pod lifecycle under faults", func() {
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 		Eventually(func() *corev1.PodCondition { return specs.Condition(h.Latest(), corev1.PodReady) }).
 			WithTimeout(Timeout).WithPolling(Interval).Should(HaveField("Status", corev1.ConditionTrue), "the new instance's filesystem is fresh")
-		Expect(specs.EventMessages(ctx, cluster.Clientset, ns, "probes")).To(ContainElements(
+		// The kubelet writes its events apart from the status, through its node's rate-limited
+		// recorder: they may trail the status the checks above saw.
+		Eventually(func() []string { return specs.EventMessages(ctx, cluster.Clientset, ns, "probes") }).
+			WithTimeout(Timeout).WithPolling(Interval).Should(ContainElements(
 			"Unhealthy: Readiness probe failed: ",
 			"Unhealthy: Liveness probe failed: cat: /tmp/healthy: No such file or directory\n",
 			"Killing: Container web failed liveness probe, will be restarted"))

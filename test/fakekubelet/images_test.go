@@ -37,11 +37,15 @@ var _ = Describe("Images", func() {
 		p := h.Latest()
 		Expect(p.Status.Phase).To(Equal(corev1.PodPending))
 		Expect(state(specs.ContainerStatus(p, "main"))).To(Equal("Waiting(PodInitializing)"))
-		events := strings.Join(specs.EventMessages(ctx, cluster.Clientset, ns, "missing"), "\n")
-		Expect(events).To(ContainSubstring(`Pulling: Pulling image "not-exist-image:v1"`))
-		Expect(events).To(ContainSubstring(`Failed: Failed to pull image "not-exist-image:v1": rpc error: code = NotFound`))
-		Expect(events).To(ContainSubstring("Failed: Error: ErrImagePull"))
-		Expect(events).To(ContainSubstring(`BackOff: Back-off pulling image "not-exist-image:v1"`))
+		// The kubelet writes its events apart from the status, through its node's rate-limited
+		// recorder: they may trail the status the checks above saw.
+		Eventually(func(g Gomega) {
+			events := strings.Join(specs.EventMessages(ctx, cluster.Clientset, ns, "missing"), "\n")
+			g.Expect(events).To(ContainSubstring(`Pulling: Pulling image "not-exist-image:v1"`))
+			g.Expect(events).To(ContainSubstring(`Failed: Failed to pull image "not-exist-image:v1": rpc error: code = NotFound`))
+			g.Expect(events).To(ContainSubstring("Failed: Error: ErrImagePull"))
+			g.Expect(events).To(ContainSubstring(`BackOff: Back-off pulling image "not-exist-image:v1"`))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 
 	It("refuses an image that is not present under pull policy Never, and one that is not an image name", func(ctx context.Context) {
