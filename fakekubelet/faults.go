@@ -141,11 +141,16 @@ func (k *Kubelet) StartKubelet(ctx context.Context, name string) error {
 		return fmt.Errorf("the kubelet of node %s is not stopped", name)
 	}
 	if n.Partitioned() {
-		return fmt.Errorf("node %s is partitioned: a kubelet started now could not read its pods; recover the node first", name)
+		return errPartitioned(name)
 	}
 	n.StartKubelet()
 	k.resync(n)
 	return k.nodes.Reconnected(ctx, n, k.nodeLister)
+}
+
+// errPartitioned refuses to start a partitioned node's kubelet.
+func errPartitioned(name string) error {
+	return fmt.Errorf("node %s is partitioned: a kubelet started now could not read its pods; recover the node first", name)
 }
 
 // RebootNode reboots a node as upstream's node e2e specs make one: its kubelet stops (unless it
@@ -161,7 +166,7 @@ func (k *Kubelet) RebootNode(ctx context.Context, name string) error {
 		return err
 	}
 	if n.Partitioned() {
-		return fmt.Errorf("node %s is partitioned: a kubelet started now could not read its pods; recover the node first", name)
+		return errPartitioned(name)
 	}
 	if !n.KubeletStopped() {
 		if err := k.StopKubelet(name); err != nil {

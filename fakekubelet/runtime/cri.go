@@ -134,8 +134,7 @@ func (r *Runtime) StopSandboxByID(node, id string) error {
 		r.mu.Unlock()
 		return fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
 	}
-	sb.ready = false
-	detach(sb)
+	sb.stop()
 	var kills []func()
 	for _, in := range sb.instances {
 		if in.status.State == container.Running && in.kill != nil {

@@ -26,7 +26,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -305,9 +304,14 @@ func (r *Runtime) StopSandbox(uid types.UID) {
 	defer r.opts.Notify(uid)
 	defer r.mu.Unlock()
 	if sb := r.pods[uid]; sb != nil {
-		sb.ready = false
-		detach(sb)
+		sb.stop()
 	}
+}
+
+// stop marks the sandbox not ready and takes its address off the network; r.mu is held.
+func (sb *sandbox) stop() {
+	sb.ready = false
+	detach(sb)
 }
 
 // detach takes the sandbox's address off the network; r.mu is held.
@@ -441,12 +445,7 @@ func (r *Runtime) Start(pod *corev1.Pod, c *corev1.Container, env []string) (con
 
 	// A process the shell does not run is a program with handlers for SIGTERM and SIGINT: kill 1
 	// from the container stops it as the kubelet's SIGTERM does. RunMain handles its own.
-	stopsOnSignal := func(sig syscall.Signal) error {
-		if sig == syscall.SIGTERM || sig == syscall.SIGINT {
-			term()
-		}
-		return nil
-	}
+	stopsOnSignal := shell.StopsOn(term)
 	var run func() int
 	switch {
 	case choice.Binary != "":

@@ -118,12 +118,7 @@ func RunMain(term, kill context.Context, argv []string, env Env) int {
 	if len(argv) > 0 {
 		if cmd := env.Commands.lookup(argv[0]); cmd != nil {
 			// The image's executables are programs with handlers for SIGTERM and SIGINT.
-			env.Init.Handle(func(sig syscall.Signal) error {
-				if terminates(sig) {
-					sigterm()
-				}
-				return nil
-			})
+			env.Init.Handle(StopsOn(sigterm))
 			defer env.Init.Handle(nil)
 			return runCommand(term, kill, cmd, argv, env)
 		}

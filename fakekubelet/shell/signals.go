@@ -56,10 +56,15 @@ func (i *Init) Signal(sig syscall.Signal) error {
 	return h(sig)
 }
 
-// terminates reports whether sig's default action ends a process: the signals a Go program or
-// a server such as nginx takes as "stop".
-func terminates(sig syscall.Signal) bool {
-	return sig == syscall.SIGTERM || sig == syscall.SIGINT
+// StopsOn is the signal handler of a process that stops on SIGTERM and SIGINT, as a Go program
+// or a server such as nginx does: stop delivers the stop (Init.Handle).
+func StopsOn(stop func()) func(syscall.Signal) error {
+	return func(sig syscall.Signal) error {
+		if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+			stop()
+		}
+		return nil
+	}
 }
 
 type namedSignal struct {
