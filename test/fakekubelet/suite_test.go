@@ -109,3 +109,31 @@ func newNamespace(ctx context.Context) string {
 	GinkgoHelper()
 	return specs.NewNamespace(ctx, cluster)
 }
+
+// ownKubelet starts a kubelet of the spec's own on the suite's cluster, with the cluster's
+// gates, timing and release and one tainted node, POOL-0, so that no other spec's pod lands on
+// it; opts says the rest (its clock, programs, configuration file). The spec's pods bind to the
+// node by name and tolerate the taint. The kubelet stops and its node goes when the spec ends.
+func ownKubelet(ctx context.Context, pool string, opts fakekubelet.Options) *fakekubelet.Kubelet {
+	GinkgoHelper()
+	opts.Config, opts.Timing, opts.FeatureGates = cluster.Config, cluster.Timing, cluster.FeatureGates
+	opts.KubeletVersion, opts.DeclaredFeatures = cluster.Release.Kubernetes, cluster.Release.DeclaredFeatures(cluster.FeatureGates)
+	opts.Pools = []fakekubelet.NodePool{{Name: pool, Count: 1,
+		Taints: []corev1.Taint{{Key: "restartbed.dev/test", Value: pool, Effect: corev1.TaintEffectNoSchedule}}}}
+	k, err := fakekubelet.New(opts)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(k.Start(ctx)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		k.Stop()
+		// The pod garbage collector deletes the pods of a node that is gone.
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: pool + "-0"}}))).To(Succeed())
+	})
+	return k
+}
+
+// onOwnNode binds the pod to the node of ownKubelet's pool.
+func onOwnNode(pod *corev1.Pod, pool string) *corev1.Pod {
+	pod.Spec.NodeName = pool + "-0"
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: "restartbed.dev/test", Operator: corev1.TolerationOpExists})
+	return pod
+}
