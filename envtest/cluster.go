@@ -89,6 +89,9 @@ type Options struct {
 	// RuntimeSocketDir: each node serves its container runtime over the CRI on DIR/NODE.sock
 	// (fakekubelet.Options.RuntimeSocketDir).
 	RuntimeSocketDir string
+	// KubeletConfigFile is the KubeletConfiguration file each node's kubelet reads whenever it
+	// starts (fakekubelet.Options.KubeletConfigFile).
+	KubeletConfigFile string
 	// Builtins are the programs a rule's Builtin may name. Default: restartbed's
 	// (builtins.Programs(): JobSet's agent as "agent").
 	Builtins program.Builtins
@@ -266,7 +269,7 @@ func (c *Cluster) kubeletOptions(opts Options, api *fakekubelet.APIOptions, kube
 		Config: c.Config, Pools: opts.Nodes, FeatureGates: c.FeatureGates, Timing: c.Timing, Clock: c.Clock, Logger: opts.Logger,
 		Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: opts.builtinPrograms(),
 		KubeletVersion: kubeletVersion, DeclaredFeatures: c.Release.DeclaredFeatures(c.FeatureGates),
-		NodeIdentities: true, RuntimeSocketDir: opts.RuntimeSocketDir,
+		NodeIdentities: true, RuntimeSocketDir: opts.RuntimeSocketDir, KubeletConfigFile: opts.KubeletConfigFile,
 	}
 }
 

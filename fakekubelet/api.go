@@ -23,6 +23,7 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
+	"github.com/restartbed/restartbed/fakekubelet/kubeletconfig"
 	"github.com/restartbed/restartbed/fakekubelet/logs"
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
@@ -209,8 +210,17 @@ func podsByNode(obj any) ([]string, error) {
 }
 
 // configz is the KubeletConfiguration the node reports on /configz: what restartbed's kubelet
-// does, in the kubelet's configuration fields.
-func (k *Kubelet) configz(string) any {
+// does, in the kubelet's configuration fields, with what the node's kubelet took from its
+// configuration file.
+func (k *Kubelet) configz(node string) any {
+	cfg := k.baseConfigz()
+	k.kubeletConfig(node).Apply(cfg)
+	return cfg
+}
+
+// baseConfigz is every node's configuration without a file, under the cluster's gates: what a
+// file may restate (package kubeletconfig).
+func (k *Kubelet) baseConfigz() *kubeletconfigv1beta1.KubeletConfiguration {
 	t := k.opts.Timing
 	cfg := &kubeletconfigv1beta1.KubeletConfiguration{
 		TypeMeta:      metav1.TypeMeta{Kind: "KubeletConfiguration", APIVersion: kubeletconfigv1beta1.SchemeGroupVersion.String()},
@@ -244,6 +254,7 @@ func (k *Kubelet) configz(string) any {
 		ShutdownGracePeriod:             metav1.Duration{},
 		ShutdownGracePeriodCriticalPods: metav1.Duration{},
 	}
+	kubeletconfig.Defaults(k.opts.FeatureGates).Apply(cfg)
 	return cfg
 }
 

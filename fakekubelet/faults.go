@@ -103,6 +103,11 @@ func (k *Kubelet) RestartKubelet(name string) error {
 	if n.KubeletStopped() {
 		return fmt.Errorf("the kubelet of node %s is stopped: start it (StartKubelet)", name)
 	}
+	settings, err := k.readKubeletConfig()
+	if err != nil {
+		return fmt.Errorf("the kubelet of node %s would not start again, so it was not restarted: %w", name, err)
+	}
+	k.setKubeletConfig(name, settings)
 	k.resync(n)
 	return nil
 }
@@ -128,10 +133,12 @@ func (k *Kubelet) StopKubelet(name string) error {
 	return nil
 }
 
-// StartKubelet starts a node's stopped kubelet again: it renews its Lease and posts its node status
-// at once, then syncs every pod of the node from the API and the runtime with none of the
-// in-memory state it had (as RestartKubelet). It fails if the kubelet is running, or if the node is
-// partitioned (a kubelet started now could not read its pods; recover the node first).
+// StartKubelet starts a node's stopped kubelet again: it reads its configuration file
+// (Options.KubeletConfigFile), renews its Lease and posts its node status at once, then syncs every
+// pod of the node from the API and the runtime with none of the in-memory state it had (as
+// RestartKubelet). It fails, and the kubelet stays stopped, if the kubelet is running, if the node
+// is partitioned (a kubelet started now could not read its pods; recover the node first), or if
+// the configuration file is refused.
 func (k *Kubelet) StartKubelet(ctx context.Context, name string) error {
 	n, _, err := k.startedNode(name)
 	if err != nil {
@@ -143,6 +150,11 @@ func (k *Kubelet) StartKubelet(ctx context.Context, name string) error {
 	if n.Partitioned() {
 		return errPartitioned(name)
 	}
+	settings, err := k.readKubeletConfig()
+	if err != nil {
+		return fmt.Errorf("the kubelet of node %s did not start: %w", name, err)
+	}
+	k.setKubeletConfig(name, settings)
 	n.StartKubelet()
 	k.resync(n)
 	return k.nodes.Reconnected(ctx, n, k.nodeLister)
@@ -167,6 +179,9 @@ func (k *Kubelet) RebootNode(ctx context.Context, name string) error {
 	}
 	if n.Partitioned() {
 		return errPartitioned(name)
+	}
+	if _, err := k.readKubeletConfig(); err != nil {
+		return fmt.Errorf("node %s was not rebooted: its kubelet would not start: %w", name, err)
 	}
 	if !n.KubeletStopped() {
 		if err := k.StopKubelet(name); err != nil {

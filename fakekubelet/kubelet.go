@@ -28,6 +28,7 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/restartbed/restartbed/fakekubelet/images"
+	"github.com/restartbed/restartbed/fakekubelet/kubeletconfig"
 	"github.com/restartbed/restartbed/fakekubelet/network"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/pleg"
@@ -39,7 +40,6 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/server"
 	"github.com/restartbed/restartbed/fakekubelet/status"
 	"github.com/restartbed/restartbed/fakekubelet/token"
-	"github.com/restartbed/restartbed/timing"
 )
 
 // syncFrequency is the kubelet's period of pod syncs (KubeletConfiguration syncFrequency's
@@ -72,6 +72,10 @@ type Kubelet struct {
 	// serving holds each node's address on the pod network and kubelet API listeners.
 	servingMu sync.Mutex
 	serving   map[string]*nodeServing
+
+	// configs are what each node's kubelet took from Options.KubeletConfigFile at its last start.
+	configMu sync.Mutex
+	configs  map[string]kubeletconfig.Settings
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -129,7 +133,7 @@ func New(opts Options) (*Kubelet, error) {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
 	return &Kubelet{opts: opts, client: client, ids: ids, clock: opts.Clock, programs: programs, release: rel, nodes: set,
-		images: imgs, serving: map[string]*nodeServing{}}, nil
+		images: imgs, serving: map[string]*nodeServing{}, configs: map[string]kubeletconfig.Settings{}}, nil
 }
 
 // NodeNames lists the nodes in registration order.
@@ -162,9 +166,6 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 			return err
 		}
 	}
-	if err := k.nodes.Register(startCtx); err != nil {
-		return err
-	}
 
 	// The kubelet reads pods' spec and status, never who wrote which field: managed fields would be
 	// most of the cache's memory at thousands of pods.
@@ -175,6 +176,18 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	})
 	k.nodeLister = factory.Core().V1().Nodes().Lister()
 	if err := k.newNetwork(startCtx, factory); err != nil {
+		return err
+	}
+	// Each node's kubelet reads its configuration as it starts, before its node is registered:
+	// a file it refuses registers nothing.
+	settings, err := k.readKubeletConfig()
+	if err != nil {
+		return err
+	}
+	for _, n := range k.nodes.All() {
+		k.setKubeletConfig(n.Name(), settings)
+	}
+	if err := k.nodes.Register(startCtx); err != nil {
 		return err
 	}
 	if err := k.newPods(ctx, factory); err != nil {
@@ -190,7 +203,6 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 			return fmt.Errorf("fakekubelet: informer for %v did not sync: %w", typ, context.Cause(startCtx))
 		}
 	}
-	var err error
 	if k.controlPlane, err = k.network.Attach(k.opts.ControlPlaneAddr, ""); err != nil {
 		return fmt.Errorf("fakekubelet: the control plane's address: %w", err)
 	}
@@ -327,25 +339,6 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 	return err
 }
 
-// The kubelet's crash-loop backoff under ReduceDefaultCrashLoopBackOffDecay (alpha since 1.33, off
-// by default): its first delay and its cap (pkg/kubelet/kubelet.go, newCrashLoopBackOff).
-const (
-	gateReduceCrashLoopBackOff = "ReduceDefaultCrashLoopBackOffDecay"
-	reducedCrashLoopBackOff    = time.Second
-	reducedCrashLoopBackOffMax = 60 * time.Second
-)
-
-// crashLoopBackOff is the profile with the crash-loop backoff the kubelet's gates make of it:
-// with ReduceDefaultCrashLoopBackOffDecay, upstream's reduced backoff (1 s doubling up to 60 s),
-// never slower than the profile's own. The image pull backoff is not the gate's.
-func crashLoopBackOff(profile timing.Profile, gates map[string]bool) timing.Profile {
-	if gates[gateReduceCrashLoopBackOff] {
-		profile.CrashLoopBackOff = min(profile.CrashLoopBackOff, reducedCrashLoopBackOff)
-		profile.CrashLoopBackOffMax = min(profile.CrashLoopBackOffMax, reducedCrashLoopBackOffMax)
-	}
-	return profile
-}
-
 // newPods builds the container runtime, the status manager and the pod workers on the shared
 // pod informer.
 func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerFactory) error {
@@ -360,7 +353,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	if err != nil {
 		return fmt.Errorf("fakekubelet: status client: %w", err)
 	}
-	p := &pods{ids: k.ids, clock: k.clock, timing: crashLoopBackOff(k.opts.Timing, k.opts.FeatureGates), rules: rules, events: k.events,
+	p := &pods{ids: k.ids, clock: k.clock, timing: k.opts.Timing, config: k.kubeletConfig, rules: rules, events: k.events,
 		changeStatusOnRestart: k.opts.FeatureGates[gateChangeStatusOnKubeletRestart],
 		queue:                 workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[types.UID]{Name: "restartbed-pods", Clock: k.clock}),
 		nodes:                 k.nodes, states: map[types.UID]*podState{}, ips: map[string]map[netip.Addr]types.UID{},

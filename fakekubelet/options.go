@@ -135,6 +135,15 @@ type Options struct {
 	// kubelet runs the node: crictl and upstream's node e2e specs reach it there. The directory
 	// must exist.
 	RuntimeSocketDir string
+	// KubeletConfigFile is a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1, the
+	// kubelet's --config) that each node's kubelet reads whenever it starts: at Start, when its
+	// node is taken over, and at each RestartKubelet, StartKubelet and RebootNode, so that a
+	// file rewritten while a kubelet is stopped changes that node's kubelet only. It sets the
+	// node's crash-loop backoff (crashLoopBackOff.maxContainerRestartPeriod and the gates
+	// KubeletCrashLoopBackOffMax and ReduceDefaultCrashLoopBackOffDecay); any other field may
+	// only restate what /configz reports, and a file that says otherwise is refused, with the
+	// kubelet not started (package kubeletconfig). Empty: none, as an empty file.
+	KubeletConfigFile string
 }
 
 // ManagedNodes chooses the existing nodes a kubelet takes over, with KWOK's rules: every node

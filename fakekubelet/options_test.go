@@ -2,9 +2,7 @@ package fakekubelet
 
 import (
 	"testing"
-	"time"
 
-	"github.com/restartbed/restartbed/timing"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -44,25 +42,5 @@ func TestManagedNodes(t *testing.T) {
 	}
 	if (ManagedNodes{All: true, Labels: kwokType}).Validate() == nil || (ManagedNodes{All: true, Name: "x"}).Validate() == nil {
 		t.Error("all nodes with a selector or a name was accepted")
-	}
-}
-
-func TestCrashLoopBackOffGate(t *testing.T) {
-	for _, tc := range []struct {
-		name         string
-		profile      timing.Profile
-		gates        map[string]bool
-		initial, max time.Duration
-	}{
-		{"realistic", timing.Realistic(), nil, 10 * time.Second, 5 * time.Minute},
-		{"realistic, reduced", timing.Realistic(), map[string]bool{gateReduceCrashLoopBackOff: true}, time.Second, time.Minute},
-		{"fast, reduced: never slower than the profile", timing.Fast(), map[string]bool{gateReduceCrashLoopBackOff: true}, time.Second, 30 * time.Second},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := crashLoopBackOff(tc.profile, tc.gates)
-			if got.CrashLoopBackOff != tc.initial || got.CrashLoopBackOffMax != tc.max {
-				t.Errorf("backoff %s up to %s, want %s up to %s", got.CrashLoopBackOff, got.CrashLoopBackOffMax, tc.initial, tc.max)
-			}
-		})
 	}
 }

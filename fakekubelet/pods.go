@@ -23,6 +23,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet/container"
 	"github.com/restartbed/restartbed/fakekubelet/images"
+	"github.com/restartbed/restartbed/fakekubelet/kubeletconfig"
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
 	"github.com/restartbed/restartbed/fakekubelet/pleg"
 	"github.com/restartbed/restartbed/fakekubelet/podactions"
@@ -84,9 +85,11 @@ type podState struct {
 // backoff expiry or probe period, on a bounded set of workers.
 type pods struct {
 	// ids are the nodes' kubelets' clients.
-	ids     *identities
-	clock   clock.WithTicker
-	timing  timing.Profile
+	ids    *identities
+	clock  clock.WithTicker
+	timing timing.Profile
+	// config is what a node's kubelet took from its configuration file at its last start.
+	config  func(node string) kubeletconfig.Settings
 	rules   restart.Rules
 	release release.Kubelet
 	// changeStatusOnRestart is the ChangeContainerStatusOnKubeletRestart gate (status.KubeletRestart).
@@ -153,13 +156,14 @@ func (p *pods) known(uid types.UID) *podState {
 	return p.states[uid]
 }
 
-// state is the pod's state, made at its first sync.
-func (p *pods) state(uid types.UID) *podState {
+// state is the pod's state, made at its first sync on the node, with the crash-loop backoff of
+// the node's kubelet's configuration.
+func (p *pods) state(uid types.UID, node string) *podState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.states[uid]
 	if st == nil {
-		b := flowcontrol.NewBackOff(p.timing.CrashLoopBackOff, p.timing.CrashLoopBackOffMax)
+		b := flowcontrol.NewBackOff(p.config(node).CrashLoopBackOff(p.timing))
 		b.Clock = p.clock
 		reset := p.timing.CrashLoopBackOffReset
 		b.HasExpiredFunc = func(eventTime, lastUpdate time.Time, _ time.Duration) bool {
@@ -320,7 +324,7 @@ func (p *pods) sync(ctx context.Context, uid types.UID) error {
 		p.teardown(uid)
 		return nil
 	}
-	st := p.state(uid)
+	st := p.state(uid, n.Name())
 	var rt *container.PodStatus
 	if st.goesOn.Load() {
 		// A step of a SyncPod under way: the kubelet's SyncPod sees its own kills and hooks end.

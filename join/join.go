@@ -73,6 +73,9 @@ type Options struct {
 	// RuntimeSocketDir: each node serves its container runtime over the CRI on DIR/NODE.sock
 	// (fakekubelet.Options.RuntimeSocketDir).
 	RuntimeSocketDir string
+	// KubeletConfigFile is the KubeletConfiguration file each node's kubelet reads whenever it
+	// starts (fakekubelet.Options.KubeletConfigFile).
+	KubeletConfigFile string
 	// Assets find or build the host-binary sandbox helper (with AllowHostBinaries).
 	Assets controlplane.Options
 	// Logger receives the kubelets' logs. Default: discarded.
@@ -154,7 +157,7 @@ func Start(ctx context.Context, opts Options) (*Kubelets, error) {
 		Config: opts.Config, Pools: opts.Pools, Manage: opts.Manage, FeatureGates: gates, Timing: profile,
 		Logger: opts.Logger, Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: builtins, HostBinaries: k.host, NodeIdentities: opts.NodeIdentities,
 		KubeletVersion: kubeletVersion, DeclaredFeatures: release.DeclaredFeatures(gates),
-		API: api, RuntimeSocketDir: opts.RuntimeSocketDir,
+		API: api, RuntimeSocketDir: opts.RuntimeSocketDir, KubeletConfigFile: opts.KubeletConfigFile,
 	})
 	if err != nil {
 		return nil, errors.Join(err, k.Stop())

@@ -134,7 +134,7 @@ func joinOptions(f kubeletFlags) (join.Options, error) {
 	}, Builtins: builtins.Programs(), AllowHostBinaries: f.allowBinaries, NodeIdentities: f.nodeIdentities}
 	var errs []error
 	errs = append(errs, f.control.check(0))
-	opts.RuntimeSocketDir = f.control.runtimeDir
+	opts.RuntimeSocketDir, opts.KubeletConfigFile = f.control.runtimeDir, f.control.kubeletConfig
 	if f.from != "" {
 		sc, err := scenarios.Load(f.from)
 		if err != nil {

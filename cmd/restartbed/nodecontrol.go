@@ -14,11 +14,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/kubeletconfig"
 	"github.com/restartbed/restartbed/nodectl"
 )
 
 // nodeControlFlags are the flags of the host's side of the nodes: their kubelets as systemd
-// units (package nodectl), the kubelets' healthz ports, and their container runtimes' CRI sockets.
+// units (package nodectl), the kubelets' healthz ports and configuration file, and their
+// container runtimes' CRI sockets.
 type nodeControlFlags struct {
 	// socket is where the nodes' kubelet units are served to restartbed systemctl.
 	socket string
@@ -26,6 +28,8 @@ type nodeControlFlags struct {
 	healthzPort int
 	// runtimeDir is where each node's CRI socket is (fakekubelet.Options.RuntimeSocketDir).
 	runtimeDir string
+	// kubeletConfig is the kubelets' configuration file (fakekubelet.Options.KubeletConfigFile).
+	kubeletConfig string
 }
 
 // addNodeControlFlags adds the flags; without healthz, not --kubelet-healthz-port (a joined
@@ -39,6 +43,10 @@ func addNodeControlFlags(flags *pflag.FlagSet, f *nodeControlFlags, healthz bool
 	}
 	flags.StringVar(&f.runtimeDir, "runtime-socket-dir", "",
 		"serve each node's container runtime over the CRI on the Unix socket DIR/NODE.sock, as containerd's, for crictl --runtime-endpoint unix://DIR/NODE.sock; the directory must exist")
+	flags.StringVar(&f.kubeletConfig, "kubelet-config", "",
+		"a KubeletConfiguration file (kubelet.config.k8s.io/v1beta1, the kubelet's --config) each node's kubelet reads whenever it starts, "+
+			"so that a file rewritten while a node's kubelet is stopped changes that node's: it sets crashLoopBackOff.maxContainerRestartPeriod "+
+			"and the gates KubeletCrashLoopBackOffMax and ReduceDefaultCrashLoopBackOffDecay; other fields may only restate the kubelet's /configz")
 }
 
 // check refuses node-control flags that cannot work, before anything starts; nodes is how many
@@ -53,6 +61,11 @@ func (f nodeControlFlags) check(nodes int) error {
 	if f.runtimeDir != "" {
 		if fi, err := os.Stat(f.runtimeDir); err != nil || !fi.IsDir() {
 			return fmt.Errorf("--runtime-socket-dir %s: not a directory", f.runtimeDir)
+		}
+	}
+	if f.kubeletConfig != "" {
+		if err := kubeletconfig.Check(f.kubeletConfig); err != nil {
+			return fmt.Errorf("--kubelet-config: %w", err)
 		}
 	}
 	if f.socket == "" {

@@ -14,6 +14,14 @@ func TestNodeControlFlagsCheck(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	config := filepath.Join(dir, "kubelet-config")
+	if err := os.WriteFile(config, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badConfig := filepath.Join(dir, "bad-config")
+	if err := os.WriteFile(badConfig, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(dir, "stale.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -27,7 +35,9 @@ func TestNodeControlFlagsCheck(t *testing.T) {
 		want  string // a part of the error; "" for none
 	}{
 		{"nothing asked", nodeControlFlags{}, 0, ""},
-		{"all of it", nodeControlFlags{socket: filepath.Join(dir, "c.sock"), healthzPort: 10248, runtimeDir: dir}, 2, ""},
+		{"all of it", nodeControlFlags{socket: filepath.Join(dir, "c.sock"), healthzPort: 10248, runtimeDir: dir, kubeletConfig: config}, 2, ""},
+		{"a kubelet configuration file that is not there", nodeControlFlags{kubeletConfig: filepath.Join(dir, "nope")}, 1, "--kubelet-config: kubelet configuration " + filepath.Join(dir, "nope") + ": no such file"},
+		{"a kubelet configuration file with an unknown field", nodeControlFlags{kubeletConfig: badConfig}, 1, "line 3: maxPod: unknown field"},
 		{"a socket file that is there already", nodeControlFlags{socket: sock}, 1, ""},
 		{"healthz ports without nodes", nodeControlFlags{healthzPort: 10248}, 0, "--kubelet-healthz-port needs nodes"},
 		{"healthz ports past 65535", nodeControlFlags{healthzPort: 65535}, 2, "must be ports"},

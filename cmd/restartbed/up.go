@@ -177,7 +177,7 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 	if err := f.control.check(nodes); err != nil {
 		return opts, nil, err
 	}
-	opts.RuntimeSocketDir = f.control.runtimeDir
+	opts.RuntimeSocketDir, opts.KubeletConfigFile = f.control.runtimeDir, f.control.kubeletConfig
 	var problems []scenarios.Problem
 	for _, path := range f.crds {
 		crds, err := scenarios.ReadCRDs(path)
