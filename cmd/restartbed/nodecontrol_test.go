@@ -37,7 +37,7 @@ func TestNodeControlFlagsCheck(t *testing.T) {
 		{"nothing asked", nodeControlFlags{}, 0, ""},
 		{"all of it", nodeControlFlags{socket: filepath.Join(dir, "c.sock"), healthzPort: 10248, runtimeDir: dir, kubeletConfig: config}, 2, ""},
 		{"a kubelet configuration file that is not there", nodeControlFlags{kubeletConfig: filepath.Join(dir, "nope")}, 1, "--kubelet-config: kubelet configuration " + filepath.Join(dir, "nope") + ": no such file"},
-		{"a kubelet configuration file with an unknown field", nodeControlFlags{kubeletConfig: badConfig}, 1, "line 3: maxPod: unknown field"},
+		{"a kubelet configuration file with an unknown field", nodeControlFlags{kubeletConfig: badConfig}, 1, "bad-config:3: maxPod: unknown field"},
 		{"a socket file that is there already", nodeControlFlags{socket: sock}, 1, ""},
 		{"healthz ports without nodes", nodeControlFlags{healthzPort: 10248}, 0, "--kubelet-healthz-port needs nodes"},
 		{"healthz ports past 65535", nodeControlFlags{healthzPort: 65535}, 2, "must be ports"},

@@ -55,6 +55,9 @@ const (
 	maxMaxRestartPeriod     = 300 * time.Second
 )
 
+// periodPath is the field of the crash-loop backoff's cap.
+const periodPath = "crashLoopBackOff.maxContainerRestartPeriod"
+
 // Settings are what a node's kubelet takes from its configuration.
 type Settings struct {
 	// Gates are the kubelet's feature gates: the cluster's, with the file's NodeGates over them.
@@ -109,11 +112,29 @@ func Load(path string, base *kubeletconfigv1beta1.KubeletConfiguration) (Setting
 		return Settings{}, fmt.Errorf("kubelet configuration %s: %s", path, yamlpath.ReadError(err))
 	}
 	s, problems := parse(data, base)
-	if len(problems) > 0 {
-		return Settings{}, fmt.Errorf("kubelet configuration %s: %w", path, errors.Join(problems...))
+	if len(problems) == 0 {
+		return s, nil
 	}
-	return s, nil
+	// One problem a line, each as FILE:LINE: FIELD: what is wrong.
+	lines := make([]string, len(problems))
+	for i, p := range problems {
+		var le lineError
+		if errors.As(p, &le) {
+			lines[i] = fmt.Sprintf("%s:%d: %s", path, le.line, le.msg)
+		} else {
+			lines[i] = fmt.Sprintf("%s: %v", path, p)
+		}
+	}
+	return Settings{}, fmt.Errorf("kubelet configuration refused: %s", strings.Join(lines, "\n"))
 }
+
+// lineError is a problem at a line of the file.
+type lineError struct {
+	line int
+	msg  string
+}
+
+func (e lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
 
 // Check reads the file at path and reports what is wrong with it whatever the kubelet: YAML,
 // type, unknown fields and values out of range, each with its line and field path. Load checks
@@ -137,7 +158,7 @@ func parse(data []byte, base *kubeletconfigv1beta1.KubeletConfiguration) (Settin
 	root := doc.Content[0]
 	var problems []error
 	problem := func(n *yaml.Node, path, format string, args ...any) {
-		problems = append(problems, fmt.Errorf("line %d: %s: %s", n.Line, path, fmt.Sprintf(format, args...)))
+		problems = append(problems, lineError{n.Line, path + ": " + fmt.Sprintf(format, args...)})
 	}
 	for _, field := range []struct{ name, want string }{
 		{"apiVersion", kubeletconfigv1beta1.SchemeGroupVersion.String()}, {"kind", "KubeletConfiguration"},
@@ -166,12 +187,8 @@ func parse(data []byte, base *kubeletconfigv1beta1.KubeletConfiguration) (Settin
 	if err := sigsyaml.Unmarshal(data, &cfg); err != nil { // every value decoded alone above
 		return Settings{}, []error{err}
 	}
-	period := yamlpath.Find(root, "crashLoopBackOff.maxContainerRestartPeriod")
+	period := yamlpath.Find(root, periodPath)
 	set := cfg.CrashLoopBackOff.MaxContainerRestartPeriod
-	if set != nil && (set.Duration < minMaxRestartPeriod || set.Duration > maxMaxRestartPeriod) {
-		problem(period, "crashLoopBackOff.maxContainerRestartPeriod", "%s: must be between %s and %s", set.Duration, minMaxRestartPeriod, maxMaxRestartPeriod)
-		return Settings{}, problems
-	}
 	if !c.compare {
 		return Settings{}, nil
 	}
@@ -183,7 +200,7 @@ func parse(data []byte, base *kubeletconfigv1beta1.KubeletConfiguration) (Settin
 	}
 	switch {
 	case !s.Gates[GateCrashLoopBackOffMax] && set != nil:
-		problem(period, "crashLoopBackOff.maxContainerRestartPeriod", "must not be set while the feature gate %s is off", GateCrashLoopBackOffMax)
+		problem(period, periodPath, "must not be set while the feature gate %s is off", GateCrashLoopBackOffMax)
 	case !s.Gates[GateCrashLoopBackOffMax]:
 		s.MaxContainerRestartPeriod = 0
 	case set != nil:
@@ -195,7 +212,7 @@ func parse(data []byte, base *kubeletconfigv1beta1.KubeletConfiguration) (Settin
 // taken are the fields whose values the kubelet takes from the file rather than compares with
 // its own: the document's type, and what Settings holds.
 func taken(path string) bool {
-	if path == "apiVersion" || path == "kind" || path == "crashLoopBackOff.maxContainerRestartPeriod" {
+	if path == "apiVersion" || path == "kind" || path == periodPath {
 		return true
 	}
 	gate, ok := strings.CutPrefix(path, "featureGates.")
@@ -249,6 +266,10 @@ func (c checker) walk(n *yaml.Node, t reflect.Type, base reflect.Value, path str
 			c.problem(n, path, "%s", err)
 			return
 		}
+		if d, ok := file.Interface().(metav1.Duration); ok && path == periodPath && (d.Duration < minMaxRestartPeriod || d.Duration > maxMaxRestartPeriod) {
+			c.problem(n, path, "%s: must be between %s and %s", d.Duration, minMaxRestartPeriod, maxMaxRestartPeriod)
+			return
+		}
 		if !c.compare || taken(path) || sameValue(file, base) {
 			return
 		}
@@ -297,7 +318,7 @@ func typeName(t reflect.Type) string {
 
 // takenFields names the fields a file may change, for messages.
 func takenFields() []string {
-	out := []string{"crashLoopBackOff.maxContainerRestartPeriod"}
+	out := []string{periodPath}
 	for _, g := range NodeGates {
 		out = append(out, "featureGates."+g)
 	}
@@ -422,7 +443,7 @@ func show(v reflect.Value) string {
 func lineErrors(err error) []error {
 	var out []error
 	for _, m := range yamlpath.Messages(err) {
-		out = append(out, fmt.Errorf("line %d: %s", m.Line, m.Message))
+		out = append(out, lineError{m.Line, m.Message})
 	}
 	if len(out) == 0 {
 		out = append(out, err)

@@ -114,36 +114,36 @@ func TestLoadRefuses(t *testing.T) {
 		// want are the messages, each a part of the error.
 		want []string
 	}{
-		{name: "no kind", content: "apiVersion: kubelet.config.k8s.io/v1beta1\n", want: []string{"line 1: kind: missing"}},
+		{name: "no kind", content: "apiVersion: kubelet.config.k8s.io/v1beta1\n", want: []string{"kubelet-config:1: kind: missing"}},
 		{name: "another kind", content: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n",
-			want: []string{`line 2: kind: "KubeProxyConfiguration": restartbed's kubelets read kind KubeletConfiguration`}},
+			want: []string{`kubelet-config:2: kind: "KubeProxyConfiguration": restartbed's kubelets read kind KubeletConfiguration`}},
 		{name: "not a mapping", content: "- a\n", want: []string{"must hold one YAML (or JSON) mapping"}},
-		{name: "bad YAML", content: header + "maxPods: [\n", want: []string{"line 3: did not find expected node content"}},
+		{name: "bad YAML", content: header + "maxPods: [\n", want: []string{"kubelet-config:3: did not find expected node content"}},
 		{name: "unknown field", content: header + "crashLoopBackoff:\n  maxContainerRestartPeriod: 30s\n",
-			want: []string{`line 3: crashLoopBackoff: unknown field (keys are case-sensitive: did you mean "crashLoopBackOff"?)`}},
-		{name: "unknown nested field", content: header + "crashLoopBackOff:\n  max: 30s\n", want: []string{"line 4: crashLoopBackOff.max: unknown field"}},
-		{name: "wrong type", content: header + "maxPods: many\n", want: []string{"line 3: maxPods:", "want a number"}},
+			want: []string{`kubelet-config:3: crashLoopBackoff: unknown field (keys are case-sensitive: did you mean "crashLoopBackOff"?)`}},
+		{name: "unknown nested field", content: header + "crashLoopBackOff:\n  max: 30s\n", want: []string{"kubelet-config:4: crashLoopBackOff.max: unknown field"}},
+		{name: "wrong type", content: header + "maxPods: many\n", want: []string{"kubelet-config:3: maxPods:", "want a number"}},
 		{name: "a bad duration", content: header + "crashLoopBackOff:\n  maxContainerRestartPeriod: soon\n",
-			want: []string{"line 4: crashLoopBackOff.maxContainerRestartPeriod:", "want a duration such as 30s"}},
+			want: []string{"kubelet-config:4: crashLoopBackOff.maxContainerRestartPeriod:", "want a duration such as 30s"}},
 		{name: "a field the kubelet does not take", content: header + "maxPods: 250\n",
-			want: []string{"line 3: maxPods: 250: restartbed's kubelet does not take this field from a file (it is 110)", "a file may change only crashLoopBackOff.maxContainerRestartPeriod, featureGates.KubeletCrashLoopBackOffMax"}},
-		{name: "an explicit false the kubelet is not", content: header + "failSwapOn: false\n", want: []string{"line 3: failSwapOn: false: restartbed's kubelet does not take this field from a file (it is true)"}},
+			want: []string{"kubelet-config:3: maxPods: 250: restartbed's kubelet does not take this field from a file (it is 110)", "a file may change only crashLoopBackOff.maxContainerRestartPeriod, featureGates.KubeletCrashLoopBackOffMax"}},
+		{name: "an explicit false the kubelet is not", content: header + "failSwapOn: false\n", want: []string{"kubelet-config:3: failSwapOn: false: restartbed's kubelet does not take this field from a file (it is true)"}},
 		{name: "a cluster gate changed", content: header + "featureGates:\n  RestartAllContainersOnContainerExits: false\n",
-			want: []string{"line 4: featureGates.RestartAllContainersOnContainerExits: false: restartbed's kubelet does not take this field from a file (it is true)"}},
-		{name: "an unknown gate", content: header + "featureGates:\n  NoSuchGate: true\n", want: []string{"line 4: featureGates.NoSuchGate: unrecognized feature gate"}},
+			want: []string{"kubelet-config:4: featureGates.RestartAllContainersOnContainerExits: false: restartbed's kubelet does not take this field from a file (it is true)"}},
+		{name: "an unknown gate", content: header + "featureGates:\n  NoSuchGate: true\n", want: []string{"kubelet-config:4: featureGates.NoSuchGate: unrecognized feature gate"}},
 		{name: "cap out of range", content: header + "crashLoopBackOff:\n  maxContainerRestartPeriod: 10m\n",
-			want: []string{"line 4: crashLoopBackOff.maxContainerRestartPeriod: 10m0s: must be between 1s and 5m0s"}},
+			want: []string{"kubelet-config:4: crashLoopBackOff.maxContainerRestartPeriod: 10m0s: must be between 1s and 5m0s"}},
 		{name: "cap without its gate", content: header + "featureGates:\n  KubeletCrashLoopBackOffMax: false\ncrashLoopBackOff:\n  maxContainerRestartPeriod: 10s\n",
-			want: []string{"line 6: crashLoopBackOff.maxContainerRestartPeriod: must not be set while the feature gate KubeletCrashLoopBackOffMax is off"}},
-		{name: "every problem at once", content: header + "maxPods: 250\nport: 1\nbogus: 1\n",
-			want: []string{"line 3: maxPods", "line 4: port", "line 5: bogus: unknown field"}},
+			want: []string{"kubelet-config:6: crashLoopBackOff.maxContainerRestartPeriod: must not be set while the feature gate KubeletCrashLoopBackOffMax is off"}},
+		{name: "every problem at once", content: header + "maxPods: 250\nport: 1\nbogus: 1\ncrashLoopBackOff:\n  maxContainerRestartPeriod: 1h\n",
+			want: []string{"kubelet-config:3: maxPods", "kubelet-config:4: port", "kubelet-config:5: bogus: unknown field", "kubelet-config:7: crashLoopBackOff.maxContainerRestartPeriod: 1h0m0s: must be between"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := load(t, tc.content)
 			if err == nil {
 				t.Fatalf("accepted, with %+v", got)
 			}
-			if !strings.Contains(err.Error(), "kubelet configuration ") || !strings.Contains(err.Error(), "kubelet-config") {
+			if !strings.Contains(err.Error(), "kubelet configuration refused: ") || !strings.Contains(err.Error(), "/kubelet-config") {
 				t.Errorf("the error does not name the file: %v", err)
 			}
 			for _, w := range tc.want {
@@ -203,8 +203,8 @@ func TestCheck(t *testing.T) {
 		t.Errorf("values are the kubelet's to judge: %v", err)
 	}
 	for content, want := range map[string]string{
-		header + "bogus: 1\n":   "line 3: bogus: unknown field",
-		header + "maxPods: x\n": "line 3: maxPods:",
+		header + "bogus: 1\n":   "bad:3: bogus: unknown field",
+		header + "maxPods: x\n": "bad:3: maxPods:",
 		header + "crashLoopBackOff:\n  maxContainerRestartPeriod: 0s\n": "must be between 1s and 5m0s",
 		"kind: KubeletConfiguration\n":                                  "apiVersion: missing",
 	} {

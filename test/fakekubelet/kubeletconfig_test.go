@@ -56,7 +56,7 @@ var _ = Describe("The kubelet's configuration file", Label("nodes"), func() {
 		By("a file the kubelet refuses: it is not restarted, and a stopped one does not start")
 		write("maxPods: 250\n")
 		err := k.RestartKubelet(node)
-		Expect(err).To(MatchError(And(ContainSubstring("was not restarted"), ContainSubstring("line 3: maxPods: 250"))))
+		Expect(err).To(MatchError(And(ContainSubstring("was not restarted"), ContainSubstring("kubelet-config:3: maxPods: 250"))))
 		Expect(k.StopKubelet(node)).To(Succeed())
 		Expect(k.StartKubelet(ctx, node)).To(MatchError(ContainSubstring("did not start")))
 		Expect(k.KubeletStopped(node)).To(BeTrue())
