@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/restartbed/restartbed/fakekubelet/nodes"
+	"github.com/restartbed/restartbed/fakekubelet/shards"
 )
 
 // This file takes over existing Node objects (Options.Manage), as KWOK's controller does: a node
@@ -20,7 +21,8 @@ import (
 // its pods run, its kubelet API served — except that it keeps what its manifest declares
 // (labels, taints, capacity, allocatable). A released node's containers are killed and forgotten
 // at once, as if its machine had lost power; its pods stay in the API for the control plane to
-// handle. Nodes this kubelet registered itself are never released.
+// handle. Nodes this kubelet registered itself are never released. A shard (Options.Shard) takes
+// over only its share of the managed nodes and releases a node the group's rule gives another.
 
 // adoptRetry bounds the retries of a failed adoption: per node, 5 ms doubling to this.
 const adoptRetry = 30 * time.Second
@@ -41,6 +43,24 @@ func (k *Kubelet) manageNodes(ctx context.Context, informer cache.SharedIndexInf
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}); err != nil {
 		return fmt.Errorf("fakekubelet: watching the nodes to manage: %w", err)
+	}
+	if s := k.opts.Shard; s != nil {
+		shard, err := shards.New(shards.Options{Client: k.client, Group: s.Group, Identity: s.Identity, Namespace: s.Namespace,
+			LeaseDuration: s.LeaseDuration, Takeover: s.Takeover, Clock: k.clock,
+			// A shard that joins or leaves moves nodes: each is adopted or let go as the rule says.
+			Changed: func() {
+				for _, name := range informer.GetStore().ListKeys() {
+					queue.Add(name)
+				}
+			}})
+		if err != nil {
+			return fmt.Errorf("fakekubelet: %w", err)
+		}
+		if err := shard.Start(ctx); err != nil {
+			return fmt.Errorf("fakekubelet: %w", err)
+		}
+		k.shard = shard
+		k.wg.Go(shard.Wait)
 	}
 	k.wg.Go(func() {
 		<-ctx.Done()
@@ -71,7 +91,7 @@ func (k *Kubelet) syncManaged(ctx context.Context, name string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	wanted := err == nil && node.DeletionTimestamp == nil && k.opts.Manage.Matches(node)
+	wanted := err == nil && node.DeletionTimestamp == nil && k.opts.Manage.Matches(node) && (k.shard == nil || k.shard.Owns(name))
 	have := k.nodes.Get(name)
 	switch {
 	case wanted && have == nil:

@@ -38,6 +38,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
 	"github.com/restartbed/restartbed/fakekubelet/server"
+	"github.com/restartbed/restartbed/fakekubelet/shards"
 	"github.com/restartbed/restartbed/fakekubelet/status"
 	"github.com/restartbed/restartbed/fakekubelet/token"
 )
@@ -73,6 +74,9 @@ type Kubelet struct {
 	servingMu sync.Mutex
 	serving   map[string]*nodeServing
 
+	// shard is the kubelet's place in its group (Options.Shard), or nil; set before the
+	// managed nodes are synced.
+	shard *shards.Shard
 	// configs are what each node's kubelet took from Options.KubeletConfigFile at its last start.
 	configMu sync.Mutex
 	configs  map[string]kubeletconfig.Settings

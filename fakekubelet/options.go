@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -144,6 +145,23 @@ type Options struct {
 	// only restate what /configz reports, and a file that says otherwise is refused, with the
 	// kubelet not started (package kubeletconfig). Empty: none, as an empty file.
 	KubeletConfigFile string
+	// Shard makes the kubelet one of a group of processes that share the managed nodes (Manage;
+	// package shards): it takes over only the nodes the group's rule gives it, and lets go of
+	// those the rule gives another shard, as shards join and leave. It needs Manage and no
+	// Pools. Nil: every managed node is this kubelet's.
+	Shard *ShardOptions
+}
+
+// ShardOptions make a kubelet one shard of a group (shards.Options says each field's meaning).
+type ShardOptions struct {
+	// Group names the group; Identity names this shard in it, stable across its restarts.
+	Group, Identity string
+	// Namespace holds the shards' Leases. Default: shards.DefaultNamespace.
+	Namespace string
+	// LeaseDuration is how long a shard's Lease holds. Default: shards.DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// Takeover: the nodes of a shard whose Lease expired go to the live shards.
+	Takeover bool
 }
 
 // ManagedNodes chooses the existing nodes a kubelet takes over, with KWOK's rules: every node
@@ -227,6 +245,9 @@ func (o *Options) complete() error {
 	}
 	if err := o.Manage.Validate(); err != nil {
 		return err
+	}
+	if o.Shard != nil && (o.Manage.IsZero() || len(o.Pools) > 0) {
+		return errors.New("fakekubelet: Options.Shard: a shard runs its share of the managed nodes (Options.Manage), and registers none of its own (Options.Pools)")
 	}
 	if a := o.API; a != nil && a.Listen.IsValid() {
 		if !a.Advertise.IsValid() {

@@ -47,6 +47,9 @@ type Options struct {
 	Pools []fakekubelet.NodePool
 	// Manage chooses the existing nodes to take over.
 	Manage fakekubelet.ManagedNodes
+	// Shard shares the nodes taken over with the other processes of a group
+	// (fakekubelet.Options.Shard).
+	Shard *fakekubelet.ShardOptions
 	// Programs and Builtins as in fakekubelet.Options; AllowHostBinaries lets Programs name host
 	// executables (root only).
 	Programs          []program.Rule
@@ -154,7 +157,7 @@ func Start(ctx context.Context, opts Options) (*Kubelets, error) {
 		}
 	}
 	k.Kubelet, err = fakekubelet.New(fakekubelet.Options{
-		Config: opts.Config, Pools: opts.Pools, Manage: opts.Manage, FeatureGates: gates, Timing: profile,
+		Config: opts.Config, Pools: opts.Pools, Manage: opts.Manage, Shard: opts.Shard, FeatureGates: gates, Timing: profile,
 		Logger: opts.Logger, Programs: opts.Programs, Images: opts.Images, ImageCommands: opts.ImageCommands, Builtins: builtins, HostBinaries: k.host, NodeIdentities: opts.NodeIdentities,
 		KubeletVersion: kubeletVersion, DeclaredFeatures: release.DeclaredFeatures(gates),
 		API: api, RuntimeSocketDir: opts.RuntimeSocketDir, KubeletConfigFile: opts.KubeletConfigFile,

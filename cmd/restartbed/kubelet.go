@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -52,6 +53,10 @@ type kubeletFlags struct {
 	allowBinaries     bool
 	nodeIdentities    bool
 	imageCommands     bool
+	// shardGroup, shardName and takeover make the process a shard (fakekubelet.ShardOptions).
+	shardGroup string
+	shardName  string
+	takeover   bool
 	// control is the host's side of the nodes.
 	control nodeControlFlags
 	set     func(name string) bool
@@ -77,6 +82,12 @@ Nodes: --nodes N registers N nodes named POOL-0, POOL-1, ... (--pool, --node-lab
 --manage-nodes-with-label-selector (KWOK's convention: kwok.x-k8s.io/node=fake). A node taken
 over keeps its labels, taints, capacity and allocatable; its addresses, kubelet endpoint, node
 info, conditions and Lease become this process's. Nodes it does not own are never touched.
+
+Many processes share the nodes taken over: each with --shard-group NAME (and a --shard-name of
+its own, stable across its restarts: default the host's name, as a StatefulSet pod's) holds a
+Lease in kube-node-lease and runs the nodes the group's rule gives it; a shard that stops keeps
+its nodes, which go NotReady, unless the others run with --takeover and adopt them once its
+Lease expires.
 
 Its nodes write as this process's identity (config/kubelet/rbac.yaml), or with --node-identities
 each as system:node:NAME, as the cluster's Node authorizer and NodeRestriction expect of kubelets
@@ -120,6 +131,11 @@ node losing power would. See docs/join.md.`,
 	fs.BoolVar(&f.imageCommands, "image-commands", true,
 		"a container without a command runs its image's entrypoint and default command when restartbed knows the image (docs/images.md); false: it runs until stopped")
 	fs.StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and images to use (its objects and steps are not)")
+	fs.StringVar(&f.shardGroup, "shard-group", "",
+		"share the nodes taken over (--manage-...) with the other processes of this group: each runs the nodes the group's rule gives it (docs/join.md)")
+	fs.StringVar(&f.shardName, "shard-name", "", "this process's name in its --shard-group, stable across its restarts (default: the host's name)")
+	fs.BoolVar(&f.takeover, "takeover", false,
+		"with --shard-group: adopt the nodes of a shard whose Lease expired, until it comes back; without, they stay its and go NotReady")
 	addNodeControlFlags(fs, &f.control, false)
 	fs.BoolVar(&f.allowBinaries, "allow-host-binaries", false,
 		"let the --from scenario's programs run host executables as containers' processes (needs root)")
@@ -190,6 +206,8 @@ func joinOptions(f kubeletFlags) (join.Options, error) {
 		errs = append(errs, errors.New("--pool, --node-labels, --capacity and --register-with-taints describe the nodes --nodes registers; give --nodes"))
 	}
 	opts.Manage, err = manageFromFlags(f)
+	errs = append(errs, err)
+	opts.Shard, err = shardFromFlags(f)
 	errs = append(errs, err)
 	ip := join.NodeIPFromEnvironment()
 	if f.nodeIP != "" {
@@ -367,4 +385,31 @@ func describeManage(m fakekubelet.ManagedNodes) string {
 		parts = append(parts, "labels "+m.Labels.String())
 	}
 	return "nodes with " + strings.Join(parts, " and ")
+}
+
+// shardFromFlags reads --shard-group, --shard-name and --takeover.
+func shardFromFlags(f kubeletFlags) (*fakekubelet.ShardOptions, error) {
+	if f.shardGroup == "" {
+		if f.shardName != "" || f.takeover {
+			return nil, errors.New("--shard-name and --takeover are a shard's: give --shard-group")
+		}
+		return nil, nil
+	}
+	if f.nodes > 0 || (!f.manageAll && f.manageSingle == "" && f.manageAnnotations == "" && f.manageLabels == "") {
+		return nil, errors.New("--shard-group: a shard runs its share of the nodes it takes over (--manage-...), and registers none (--nodes)")
+	}
+	name := f.shardName
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("--shard-name: the host's name: %w", err)
+		}
+		name = host
+	}
+	for flag, v := range map[string]string{"--shard-group": f.shardGroup, "--shard-name": name} {
+		if msgs := validation.IsDNS1123Label(v); len(msgs) > 0 {
+			return nil, fmt.Errorf("%s %q: %s", flag, v, strings.Join(msgs, "; "))
+		}
+	}
+	return &fakekubelet.ShardOptions{Group: f.shardGroup, Identity: name, Takeover: f.takeover}, nil
 }

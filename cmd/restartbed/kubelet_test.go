@@ -58,3 +58,35 @@ func TestJoinOptions(t *testing.T) {
 		t.Errorf("no nodes: %v", err)
 	}
 }
+
+func TestShardFlags(t *testing.T) {
+	f := kubeletTestFlags()
+	f.manageLabels, f.shardGroup, f.shardName, f.takeover = "type=kwok", "tpus", "shard-0", true
+	opts, err := joinOptions(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := opts.Shard; s == nil || s.Group != "tpus" || s.Identity != "shard-0" || !s.Takeover {
+		t.Errorf("shard: %+v", opts.Shard)
+	}
+	host := kubeletTestFlags()
+	host.manageAll, host.shardGroup = true, "tpus"
+	if opts, err := joinOptions(host); err != nil || opts.Shard == nil || opts.Shard.Identity == "" {
+		t.Errorf("the host's name as the shard's: %+v, %v", opts.Shard, err)
+	}
+	for name, tc := range map[string]struct {
+		set  func(*kubeletFlags)
+		want string
+	}{
+		"takeover alone":          {func(f *kubeletFlags) { f.manageAll, f.takeover = true, true }, "give --shard-group"},
+		"a shard registering":     {func(f *kubeletFlags) { f.nodes, f.shardGroup = 2, "tpus" }, "registers none (--nodes)"},
+		"a shard of no nodes":     {func(f *kubeletFlags) { f.shardGroup = "tpus" }, "a shard runs its share of the nodes it takes over"},
+		"a group that is no name": {func(f *kubeletFlags) { f.manageAll, f.shardGroup = true, "TPUs" }, `--shard-group "TPUs"`},
+	} {
+		f := kubeletTestFlags()
+		tc.set(&f)
+		if _, err := joinOptions(f); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}

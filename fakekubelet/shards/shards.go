@@ -84,11 +84,11 @@ type Shard struct {
 func New(opts Options) (*Shard, error) {
 	var errs []error
 	if opts.Client == nil {
-		errs = append(errs, errors.New("Options.Client is required"))
+		errs = append(errs, errors.New("options: Client is required"))
 	}
 	for _, f := range []struct{ name, value string }{{"Group", opts.Group}, {"Identity", opts.Identity}} {
 		if msgs := validation.IsDNS1123Label(f.value); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("Options.%s %q: %v", f.name, f.value, msgs))
+			errs = append(errs, fmt.Errorf("options: %s %q: %v", f.name, f.value, msgs))
 		}
 	}
 	if opts.Namespace == "" {
@@ -98,7 +98,7 @@ func New(opts Options) (*Shard, error) {
 		opts.LeaseDuration = DefaultLeaseDuration
 	}
 	if opts.LeaseDuration < time.Second {
-		errs = append(errs, fmt.Errorf("Options.LeaseDuration %s: at least 1s", opts.LeaseDuration))
+		errs = append(errs, fmt.Errorf("options: LeaseDuration %s: at least 1s", opts.LeaseDuration))
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

@@ -168,7 +168,7 @@ func TestLeaseOfAnother(t *testing.T) {
 
 func TestNewRefuses(t *testing.T) {
 	_, err := New(Options{Group: "TPUs", Identity: "", LeaseDuration: time.Millisecond})
-	for _, want := range []string{"Options.Client is required", `Options.Group "TPUs"`, `Options.Identity ""`, "Options.LeaseDuration 1ms"} {
+	for _, want := range []string{"Client is required", `Group "TPUs"`, `Identity ""`, "LeaseDuration 1ms"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New: %v, want %q", err, want)
 		}

@@ -44,12 +44,7 @@ var _ = Describe("A stopped kubelet", Ordered, func() {
 		ready := func(g Gomega) corev1.ConditionStatus {
 			n, err := own.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady {
-					return c.Status
-				}
-			}
-			return ""
+			return specs.NodeReady(n)
 		}
 		tolerateAll := []corev1.Toleration{{Operator: corev1.TolerationOpExists}} // never evicted from the Unknown node
 		victim := builders.MakePod("victim", ns).RestartPolicy(corev1.RestartPolicyAlways).

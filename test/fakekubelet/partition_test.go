@@ -33,12 +33,7 @@ var _ = Describe("Node partition", func() {
 			if err != nil {
 				return "", err
 			}
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady {
-					return c.Status, nil
-				}
-			}
-			return "", nil
+			return specs.NodeReady(n), nil
 		}
 	}
 	unreachableTaints := func(ctx context.Context, name string) func() ([]string, error) {

@@ -106,6 +106,16 @@ func Condition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition 
 	return nil
 }
 
+// NodeReady is the status of the node's Ready condition, or "" when it has none.
+func NodeReady(node *corev1.Node) corev1.ConditionStatus {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
 // ContainerStatus returns the status of the named init or regular container, or nil.
 func ContainerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
 	if cs := restart.StatusOf(pod.Status.InitContainerStatuses, name); cs != nil {
