@@ -325,12 +325,19 @@ func takenFields() []string {
 	return out
 }
 
+// inlined reports whether JSON reads the field's own fields as its struct's: an embedded
+// struct without a JSON name (encoding/json's rule), or one tagged inline.
+func inlined(f reflect.StructField) bool {
+	tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return tag == "" && f.Type.Kind() == reflect.Struct && (f.Anonymous || strings.Contains(","+opts+",", ",inline,"))
+}
+
 // fieldIndex finds the field a JSON name names, in inlined structs too.
 func fieldIndex(t reflect.Type, name string) ([]int, bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == "" && strings.Contains(","+opts+",", ",inline,") && f.Type.Kind() == reflect.Struct {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if inlined(f) {
 			if inner, ok := fieldIndex(f.Type, name); ok {
 				return append([]int{i}, inner...), true
 			}
@@ -348,9 +355,9 @@ func fieldNames(t reflect.Type) []string {
 	var out []string
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
-		case tag == "" && strings.Contains(","+opts+",", ",inline,") && f.Type.Kind() == reflect.Struct:
+		case inlined(f):
 			out = append(out, fieldNames(f.Type)...)
 		case tag != "" && tag != "-":
 			out = append(out, tag)
