@@ -16,9 +16,12 @@
 // e2e runs against a node whose services are up (--host and --bearer-token, a cluster-admin
 // service account's token, and --feature-gates for the gates restartbed turns on): the parallel
 // specs on one, in parallel, and the serial ones divided among clusters of their own. The specs
-// restart the kubelet through systemctl (restartbed systemctl on the cluster's control socket) and
-// reach the node's runtime through its CRI socket (up --runtime-socket-dir). Specs that need what
-// an emulated node cannot give — the kubelet's configuration file, the CRI proxy — are skipped
-// and listed as not applicable, with the reason. The test fails for every applicable spec that fails; -update-docs writes the tables
-// into docs/upstream-tests.md.
+// restart the kubelet through systemctl (restartbed systemctl on the cluster's control socket),
+// reach the node's runtime through its CRI socket (up --runtime-socket-dir), upstream's CRI proxy
+// in front of it, and rewrite the kubelet's configuration file in their working directory, the
+// cluster's (up --kubelet-config). A spec that injects CRI failures through the proxy would test
+// nothing, as restartbed's kubelet does not call through it: the harness refuses such a file.
+// Specs that need what an emulated node cannot give are skipped and listed as not applicable,
+// with the reason (none now). The test fails for every applicable spec that fails;
+// -update-docs writes the tables into docs/upstream-tests.md.
 package kubernetes

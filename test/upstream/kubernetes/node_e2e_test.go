@@ -60,6 +60,9 @@ type suite struct {
 	// outOfScope matches the specs of the focus files that are not about container lifecycle,
 	// restart rules or RestartAllContainers: they are neither run nor listed.
 	outOfScope string
+	// criClient is how the release's test/e2e_node/util.go opens the node's CRI clients, as its
+	// own suite file calls it to put the CRI proxy in front of them (the context came in 1.36).
+	criClient string
 }
 
 // focus are the ginkgo --focus-file patterns: the spec files and the restart-rule file.
@@ -81,9 +84,10 @@ var suites = map[string]suite{
 		// test/e2e/node/pods.go holds the restart-rule specs ("Pod Extended (...)") beside
 		// general pod specs ("Pods Extended ...").
 		outOfScope: `Pods Extended`,
+		criClient:  "getCRIClient()",
 	},
-	"1.36": {restartRules: `/common/node/container_restart_policy\.go$`, imports: []string{"k8s.io/kubernetes/test/utils/format"}},
-	"1.37": {restartRules: `/common/node/container_restart_policy\.go$`, imports: []string{"k8s.io/kubernetes/test/utils/ktesting/format"}},
+	"1.36": {restartRules: `/common/node/container_restart_policy\.go$`, imports: []string{"k8s.io/kubernetes/test/utils/format"}, criClient: "getCRIClient(ctx)"},
+	"1.37": {restartRules: `/common/node/container_restart_policy\.go$`, imports: []string{"k8s.io/kubernetes/test/utils/ktesting/format"}, criClient: "getCRIClient(ctx)"},
 }
 
 // notApplicable are the specs an emulated node cannot run, by a pattern of their file or their
@@ -91,10 +95,33 @@ var suites = map[string]suite{
 var notApplicable = []struct {
 	file, text string
 	reason     string
-}{
-	{file: "container_restart_test.go",
-		reason: "rewrites the kubelet's configuration file and restarts it with systemctl, and injects failures through the CRI proxy; restartbed's kubelets have neither"},
+}{}
+
+// releaseFile is the suite's file of what differs between releases (suite): the imports for
+// their side effects, and the call that opens the node's CRI clients.
+const releaseFile = `//go:build linux
+
+package e2enode
+
+import (
+	"context"
+
+	internalapi "k8s.io/cri-api/pkg/apis"
+
+	// The release's imports for their side effects (suite.imports).
+%s)
+
+// criClients opens the node's CRI clients as the release's util.go does (suite.criClient).
+func criClients(ctx context.Context) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
+	_ = ctx // 1.35's takes none
+	return %s
 }
+`
+
+// kubeletConfigFile is the kubelet's configuration file in the specs' working directory, where
+// upstream's node e2e helpers read and rewrite it (test/e2e_node/kubeletconfig): each cluster's
+// kubelet reads its own (restartbed up --kubelet-config) whenever it starts.
+const kubeletConfigFile = "kubelet-config"
 
 // result is one spec's outcome.
 type result struct {
@@ -315,6 +342,19 @@ func buildSuite(t *testing.T, root string, release controlplane.Release, s suite
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The specs' CRI proxy (testdata/restartbed_suite_test.go) stands in front of the node's
+	// runtime socket for the specs' own CRI calls only: restartbed's kubelet runs its runtime
+	// in-process and never calls through it, so a failure a spec injects there would not reach
+	// the kubelet, and such a spec would test nothing.
+	for _, f := range specFiles {
+		data, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "addCRIProxyInjector(") {
+			t.Fatalf("%s of %s injects CRI failures through the CRI proxy, which restartbed's kubelet does not call through: list the specs that do in notApplicable", f, release.Kubernetes)
+		}
+	}
 	var files []string
 	for _, e := range entries {
 		name := e.Name()
@@ -326,11 +366,11 @@ func buildSuite(t *testing.T, root string, release controlplane.Release, s suite
 	for _, f := range files {
 		copyFile(t, f, filepath.Join(dir, filepath.Base(f)))
 	}
-	imports := "//go:build linux\n\npackage e2enode\n\n// The release's imports for their side effects (suite.imports).\nimport (\n"
+	var imports strings.Builder
 	for _, imp := range s.imports {
-		imports += fmt.Sprintf("\t_ %q\n", imp)
+		fmt.Fprintf(&imports, "\t_ %q\n", imp)
 	}
-	writeFile(t, filepath.Join(dir, "restartbed_imports_test.go"), []byte(imports+")\n"))
+	writeFile(t, filepath.Join(dir, "restartbed_release_test.go"), fmt.Appendf(nil, releaseFile, imports.String(), s.criClient))
 	releaseDir := filepath.Join(root, "envtest", "controlplane", "releases", "v"+release.Minor())
 	gomod, err := os.ReadFile(filepath.Join(releaseDir, "kubernetes.mod"))
 	if err != nil {
@@ -396,10 +436,13 @@ func up(ctx context.Context, t *testing.T, restartbed string, release controlpla
 	if err := os.MkdirAll(sockets, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The kubelet starts with nothing in its file but its type, as a node with the kubelet's
+	// defaults; the specs that change it write back what /configz reports, changed.
+	writeFile(t, filepath.Join(work, kubeletConfigFile), []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"))
 	cmd := exec.CommandContext(ctx, restartbed, "up", "--nodes", "1", "--kubernetes-version", release.Minor(),
 		"--kubeconfig", filepath.Join(work, "kubeconfig"),
 		"--control-socket", filepath.Join(work, controlSocket), "--kubelet-healthz-port", fmt.Sprint(freePort(t)),
-		"--runtime-socket-dir", sockets)
+		"--runtime-socket-dir", sockets, "--kubelet-config", filepath.Join(work, kubeletConfigFile))
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = time.Minute
 	stdout, err := cmd.StdoutPipe()
@@ -546,8 +589,14 @@ func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work s
 	reportFile := filepath.Join(work, "report.json")
 	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", parallelism), "--no-color", "--timeout=70m", "--json-report=" + reportFile}
 	args = append(args, specArgs(s, extra...)...)
-	args = append(args, bin, "--", "--host="+n.host, "--bearer-token="+token, "--kubelet-healthz-url="+n.healthz,
-		"--container-runtime-endpoint="+n.runtime)
+	// ginkgo runs a compiled suite in the binary's directory, which is the specs' working
+	// directory and so where they find the kubelet's configuration file: this cluster's.
+	local := filepath.Join(work, filepath.Base(bin))
+	if err := os.Symlink(bin, local); err != nil {
+		t.Fatal(err)
+	}
+	args = append(args, local, "--", "--host="+n.host, "--bearer-token="+token, "--kubelet-healthz-url="+n.healthz,
+		"--container-runtime-endpoint="+n.runtime, "--cri-proxy-enabled")
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
 	}

@@ -45,8 +45,12 @@ import (
 	_ "k8s.io/kubernetes/test/e2e/framework/node/init"
 )
 
-// e2eCriProxy stays nil: restartbed has no CRI to put a proxy in front of, so the specs that
-// inject CRI failures skip themselves, as they do upstream without --cri-proxy-enabled.
+// e2eCriProxy is upstream's CRI proxy in front of the node's runtime socket
+// (--container-runtime-endpoint), started with --cri-proxy-enabled as upstream's suite starts
+// it; the specs' own CRI calls go through it. restartbed's kubelet runs its runtime in-process
+// and does not call through it, so a failure injected there would not reach the kubelet: the
+// harness runs no spec that injects one (node_e2e_test.go, buildSuite). The specs that need it
+// only to be there (container_restart_test.go resets its injectors) run.
 var e2eCriProxy *criproxy.RemoteRuntime
 
 // featureGates are the gates the specs may assume (--feature-gates): the cluster's.
@@ -59,6 +63,7 @@ func TestMain(m *testing.M) {
 	flag.StringVar(&framework.TestContext.NodeName, "node-name", "", "the node the specs run on")
 	flag.StringVar(&framework.TestContext.BearerToken, "bearer-token", "", "the token the specs authenticate with at --host")
 	flag.Var(cliflag.NewMapStringBool(&featureGates), "feature-gates", "the cluster's feature gates: A=true,B=false")
+	flag.BoolVar(&framework.TestContext.CriProxyEnabled, "cri-proxy-enabled", false, "put upstream's CRI proxy in front of --container-runtime-endpoint for the specs' CRI calls")
 	flag.StringVar(&kubeletHealthCheckURL, "kubelet-healthz-url", kubeletHealthCheckURL, "the node's kubelet healthz endpoint (restartbed up --kubelet-healthz-port)")
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
 	pflag.Parse()
@@ -106,6 +111,21 @@ var _ = ginkgo.BeforeSuite(func(ctx context.Context) {
 	framework.Logf("Node name: %s", framework.TestContext.NodeName)
 	kubeletCfg, err = getCurrentKubeletConfig(ctx)
 	framework.ExpectNoError(err, "reading the kubelet's configuration through /configz")
+	if framework.TestContext.CriProxyEnabled {
+		rs, is, err := criClients(ctx)
+		framework.ExpectNoError(err, "connecting to the node's runtime socket")
+		e2eCriProxy = criproxy.NewRemoteRuntimeProxy(rs, is)
+		endpoint, err := criproxy.GenerateEndpoint()
+		framework.ExpectNoError(err)
+		framework.ExpectNoError(e2eCriProxy.Start(endpoint), "starting the CRI proxy")
+		framework.TestContext.ContainerRuntimeEndpoint, framework.TestContext.ImageServiceEndpoint = endpoint, endpoint
+	}
+})
+
+var _ = ginkgo.AfterSuite(func() {
+	if e2eCriProxy != nil {
+		e2eCriProxy.Stop()
+	}
 })
 
 // A spec that fails while the kubelet is stopped leaves it stopped, as on a node, and every spec
