@@ -110,15 +110,13 @@ func (k *Kubelet) adopt(ctx context.Context, node *corev1.Node) error {
 	if err != nil {
 		return err
 	}
-	settings, err := k.readKubeletConfig()
-	if err != nil {
+	if err := k.startKubeletConfig(n.Name()); err != nil {
 		return err
 	}
 	serving := &nodeServing{}
 	if err := k.listen(n, serving); err != nil {
 		return err
 	}
-	k.setKubeletConfig(n.Name(), settings)
 	if err := k.attach(n, serving); err != nil {
 		serving.close()
 		return err

@@ -19,11 +19,19 @@ func (k *Kubelet) readKubeletConfig() (kubeletconfig.Settings, error) {
 	return s, nil
 }
 
-// setKubeletConfig records what the node's kubelet took from its configuration as it started.
-func (k *Kubelet) setKubeletConfig(node string, s kubeletconfig.Settings) {
+// startKubeletConfig reads the configuration as the nodes' kubelets start, and records what they
+// took; a refused file changes nothing.
+func (k *Kubelet) startKubeletConfig(nodes ...string) error {
+	s, err := k.readKubeletConfig()
+	if err != nil {
+		return err
+	}
 	k.configMu.Lock()
 	defer k.configMu.Unlock()
-	k.configs[node] = s
+	for _, node := range nodes {
+		k.configs[node] = s
+	}
+	return nil
 }
 
 // kubeletConfig is what the node's kubelet took from its configuration at its last start.

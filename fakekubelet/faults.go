@@ -103,11 +103,9 @@ func (k *Kubelet) RestartKubelet(name string) error {
 	if n.KubeletStopped() {
 		return fmt.Errorf("the kubelet of node %s is stopped: start it (StartKubelet)", name)
 	}
-	settings, err := k.readKubeletConfig()
-	if err != nil {
+	if err := k.startKubeletConfig(name); err != nil {
 		return fmt.Errorf("the kubelet of node %s would not start again, so it was not restarted: %w", name, err)
 	}
-	k.setKubeletConfig(name, settings)
 	k.resync(n)
 	return nil
 }
@@ -150,11 +148,9 @@ func (k *Kubelet) StartKubelet(ctx context.Context, name string) error {
 	if n.Partitioned() {
 		return errPartitioned(name)
 	}
-	settings, err := k.readKubeletConfig()
-	if err != nil {
+	if err := k.startKubeletConfig(name); err != nil {
 		return fmt.Errorf("the kubelet of node %s did not start: %w", name, err)
 	}
-	k.setKubeletConfig(name, settings)
 	n.StartKubelet()
 	k.resync(n)
 	return k.nodes.Reconnected(ctx, n, k.nodeLister)

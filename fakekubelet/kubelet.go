@@ -184,12 +184,8 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 	}
 	// Each node's kubelet reads its configuration as it starts, before its node is registered:
 	// a file it refuses registers nothing.
-	settings, err := k.readKubeletConfig()
-	if err != nil {
+	if err := k.startKubeletConfig(k.NodeNames()...); err != nil {
 		return err
-	}
-	for _, n := range k.nodes.All() {
-		k.setKubeletConfig(n.Name(), settings)
 	}
 	if err := k.nodes.Register(startCtx); err != nil {
 		return err
@@ -207,6 +203,7 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 			return fmt.Errorf("fakekubelet: informer for %v did not sync: %w", typ, context.Cause(startCtx))
 		}
 	}
+	var err error
 	if k.controlPlane, err = k.network.Attach(k.opts.ControlPlaneAddr, ""); err != nil {
 		return fmt.Errorf("fakekubelet: the control plane's address: %w", err)
 	}

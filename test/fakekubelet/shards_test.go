@@ -38,12 +38,10 @@ var _ = Describe("Shards", Label("nodes"), func() {
 			})
 		}
 		shard := func(identity string) *fakekubelet.Kubelet {
-			k, err := fakekubelet.New(fakekubelet.Options{
-				Config: cluster.Config, Timing: cluster.Timing, FeatureGates: cluster.FeatureGates,
-				KubeletVersion: cluster.Release.Kubernetes, DeclaredFeatures: cluster.Release.DeclaredFeatures(cluster.FeatureGates),
+			k, err := fakekubelet.New(onCluster(fakekubelet.Options{
 				Manage: fakekubelet.ManagedNodes{Labels: selector},
 				Shard:  &fakekubelet.ShardOptions{Group: group, Identity: identity, LeaseDuration: 4 * time.Second, Takeover: true},
-			})
+			}))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(k.Start(ctx)).To(Succeed())
 			DeferCleanup(func(ctx context.Context) {

@@ -110,14 +110,21 @@ func newNamespace(ctx context.Context) string {
 	return specs.NewNamespace(ctx, cluster)
 }
 
+// onCluster completes a kubelet's options with the suite cluster's: its apiserver, gates, timing
+// and release.
+func onCluster(opts fakekubelet.Options) fakekubelet.Options {
+	opts.Config, opts.Timing, opts.FeatureGates = cluster.Config, cluster.Timing, cluster.FeatureGates
+	opts.KubeletVersion, opts.DeclaredFeatures = cluster.Release.Kubernetes, cluster.Release.DeclaredFeatures(cluster.FeatureGates)
+	return opts
+}
+
 // ownKubelet starts a kubelet of the spec's own on the suite's cluster, with the cluster's
 // gates, timing and release and one tainted node, POOL-0, so that no other spec's pod lands on
 // it; opts says the rest (its clock, programs, configuration file). The spec's pods bind to the
 // node by name and tolerate the taint. The kubelet stops and its node goes when the spec ends.
 func ownKubelet(ctx context.Context, pool string, opts fakekubelet.Options) *fakekubelet.Kubelet {
 	GinkgoHelper()
-	opts.Config, opts.Timing, opts.FeatureGates = cluster.Config, cluster.Timing, cluster.FeatureGates
-	opts.KubeletVersion, opts.DeclaredFeatures = cluster.Release.Kubernetes, cluster.Release.DeclaredFeatures(cluster.FeatureGates)
+	opts = onCluster(opts)
 	opts.Pools = []fakekubelet.NodePool{{Name: pool, Count: 1,
 		Taints: []corev1.Taint{{Key: "restartbed.dev/test", Value: pool, Effect: corev1.TaintEffectNoSchedule}}}}
 	k, err := fakekubelet.New(opts)
