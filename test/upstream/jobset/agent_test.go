@@ -28,6 +28,7 @@ var agentScenarios = []string{"story1-fast-recovery.yaml", "story2-recreate-then
 // restartbed's JobSet controller and with upstream's manager: each group must restart in place,
 // and Story 2's exit codes must do what the KEP says, with the real agent.
 func TestUpstreamAgent(t *testing.T) {
+	t.Parallel()
 	if err := hostproc.Check(); err != nil {
 		if os.Getenv(requireHostBinaries) != "" {
 			t.Fatalf("%s is set and this host cannot run host binaries: %v", requireHostBinaries, err)
@@ -47,6 +48,7 @@ func TestUpstreamAgent(t *testing.T) {
 	}{{"restartbed's controller", false}, {"upstream's manager", true}} {
 		for _, file := range agentScenarios {
 			t.Run(mode.name+"/"+strings.TrimSuffix(file, ".yaml"), func(t *testing.T) {
+				t.Parallel() // a cluster each; the scenarios mostly wait out their timing
 				sc, err := scenarios.Load(filepath.Join("..", "..", "..", "scenarios", "examples", file))
 				if err != nil {
 					t.Fatal(err)

@@ -34,9 +34,16 @@ import (
 // upstreamSpecs is how many specs upstream's suite has; all must pass in both modes.
 const upstreamSpecs = 12
 
+// TestMain quiets controller-runtime's logger once, before the tests run side by side: each
+// cluster's own components log through it, and nothing here reads it.
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
 // TestUpstreamE2E runs upstream's suite with each JobSet controller.
 func TestUpstreamE2E(t *testing.T) {
-	ctrllog.SetLogger(logr.Discard())
+	t.Parallel()
 	suite := copySuite(t)
 	manager := filepath.Join(t.TempDir(), "jobset-manager")
 	if out, err := exec.Command("go", "build", "-o", manager, "sigs.k8s.io/jobset").CombinedOutput(); err != nil {
@@ -47,6 +54,7 @@ func TestUpstreamE2E(t *testing.T) {
 		upstream bool
 	}{{"restartbed's controller", false}, {"upstream's manager", true}} {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel() // each mode has a cluster of its own, and the suite mostly waits
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			cluster := startCluster(ctx, t, mode.upstream)
