@@ -2,11 +2,15 @@ package fakekubelet
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -22,7 +26,9 @@ import (
 // (labels, taints, capacity, allocatable). A released node's containers are killed and forgotten
 // at once, as if its machine had lost power; its pods stay in the API for the control plane to
 // handle. Nodes this kubelet registered itself are never released. A shard (Options.Shard) takes
-// over only its share of the managed nodes and releases a node the group's rule gives another.
+// over only its share of the managed nodes and releases a node the group's rule gives another;
+// it names itself in the node's shards.NodeAnnotation before it takes the node over, clears it
+// once it has let go, and waits for the shard named there to do so (package shards).
 
 // adoptRetry bounds the retries of a failed adoption: per node, 5 ms doubling to this.
 const adoptRetry = 30 * time.Second
@@ -73,10 +79,18 @@ func (k *Kubelet) manageNodes(ctx context.Context, informer cache.SharedIndexInf
 			if shutdown {
 				return
 			}
-			if err := k.syncManaged(ctx, name); err != nil && ctx.Err() == nil {
+			var wait handOver
+			switch err := k.syncManaged(ctx, name); {
+			case errors.As(err, &wait):
+				// A shard still runs it (another, or this one tearing its pods down): the
+				// annotation's change requeues the node, and so does the wait.
+				logger.V(4).Info("Waiting for the node's hand-over", "node", klog.KRef("", name), "shard", wait.holder, "recheck", wait.wait)
+				queue.Forget(name)
+				queue.AddAfter(name, wait.wait)
+			case err != nil && ctx.Err() == nil:
 				logger.Error(err, "Taking over a node failed; will retry", "node", klog.KRef("", name))
 				queue.AddRateLimited(name)
-			} else {
+			default:
 				queue.Forget(name)
 			}
 			queue.Done(name)
@@ -95,9 +109,77 @@ func (k *Kubelet) syncManaged(ctx context.Context, name string) error {
 	have := k.nodes.Get(name)
 	switch {
 	case wanted && have == nil:
+		if k.shard != nil {
+			if err := k.claim(ctx, node); err != nil {
+				return err
+			}
+		}
 		return k.adopt(ctx, node)
 	case !wanted && have != nil && have.Adopted():
 		k.letGo(ctx, name)
+	}
+	if k.shard != nil && !wanted && node != nil && node.DeletionTimestamp == nil && k.nodes.Get(name) == nil &&
+		node.Annotations[shards.NodeAnnotation] == k.shard.Identity() {
+		return k.unclaim(ctx, node)
+	}
+	return nil
+}
+
+// handOver is syncManaged's answer while another shard, holder, still runs the node: ask again
+// after wait, when its Lease runs out unless renewed.
+type handOver struct {
+	holder string
+	wait   time.Duration
+}
+
+func (h handOver) Error() string {
+	return fmt.Sprintf("shard %q still runs the node (its Lease ends in %s unless renewed)", h.holder, h.wait)
+}
+
+// claim names this shard in the node's shards.NodeAnnotation, once the shard named there, if
+// any, has let go. The write is conditional on the node as read, so that of two shards that
+// read it free only one takes it.
+func (k *Kubelet) claim(ctx context.Context, node *corev1.Node) error {
+	holder := node.Annotations[shards.NodeAnnotation]
+	if free, wait := k.shard.Free(holder); !free {
+		return handOver{holder: holder, wait: wait}
+	}
+	if holder == k.shard.Identity() {
+		return nil
+	}
+	return k.annotateShard(ctx, node, k.shard.Identity())
+}
+
+// unclaim clears this shard's name from a node it has let go, for the next shard to take it,
+// once the node's pods are torn down: until then their workers may still write their status.
+func (k *Kubelet) unclaim(ctx context.Context, node *corev1.Node) error {
+	for _, pod := range k.pods.onNode(node.Name) {
+		if k.pods.known(pod.UID) != nil {
+			return handOver{holder: k.shard.Identity(), wait: unclaimPoll}
+		}
+	}
+	return k.annotateShard(ctx, node, "")
+}
+
+// unclaimPoll is how often a shard that let a node go looks whether its pods are torn down.
+const unclaimPoll = 100 * time.Millisecond
+
+// annotateShard sets the node's shards.NodeAnnotation to identity ("" removes it), if the node
+// has not changed since it was read.
+func (k *Kubelet) annotateShard(ctx context.Context, node *corev1.Node, identity string) error {
+	value := any(identity)
+	if identity == "" {
+		value = nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": node.ResourceVersion,
+		"annotations":     map[string]any{shards.NodeAnnotation: value},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := k.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("naming the node's shard (%s=%q): %w", shards.NodeAnnotation, identity, err)
 	}
 	return nil
 }

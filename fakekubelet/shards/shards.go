@@ -6,8 +6,14 @@
 // of the node's name ranks first, a rule every shard computes alike from the Leases alone, so
 // that a shard that joins or leaves moves only the nodes it gains or had.
 //
-// It owns the shard's Lease, the view of the group's Leases and the rule. It must not touch
-// nodes or pods: the kubelet asks Owns and is told when the assignment may have changed.
+// A node changes hands without two shards running it at once: the shard that runs a node names
+// itself in the node's NodeAnnotation, and clears it when it lets go; the node's next owner
+// takes it only once the annotation is clear, its own, or names a shard that is no longer live
+// (Free), as a node's kubelet starts only after the one before it stopped.
+//
+// It owns the shard's Lease, the view of the group's Leases, the rule and the hand-over's
+// protocol. It must not touch nodes or pods: the kubelet asks Owns and Free, writes the
+// annotation, and is told when the assignment may have changed.
 package shards
 
 import (
@@ -34,6 +40,10 @@ import (
 
 // GroupLabel is the label of a shard's Lease that names its group.
 const GroupLabel = "restartbed.dev/shard-group"
+
+// NodeAnnotation is the annotation of a node that names the shard running it: set by the shard
+// before it takes the node over, cleared by it once it has let go.
+const NodeAnnotation = "restartbed.dev/shard"
 
 // Defaults of Options: a shard's Lease lasts as long as a node's (the kubelet's
 // nodeLeaseDurationSeconds) and is renewed four times in that time.
@@ -254,6 +264,30 @@ func (s *Shard) Owner(node string) string {
 
 // Owns reports whether this shard runs the node.
 func (s *Shard) Owns(node string) bool { return s.Owner(node) == s.opts.Identity }
+
+// Identity is this shard's name in the group.
+func (s *Shard) Identity() string { return s.opts.Identity }
+
+// Free reports whether this shard may take over a node whose NodeAnnotation names holder: no
+// shard runs it (""), this one did, or the holder is not live — its Lease is gone or was not
+// renewed in time, so that it is dead or cut off from the apiserver. Otherwise the holder lets
+// go first and clears the annotation, and wait is how long until its Lease expires unless
+// renewed: the time to ask again if the annotation has not changed by then.
+func (s *Shard) Free(holder string) (free bool, wait time.Duration) {
+	if holder == "" || holder == s.opts.Identity {
+		return true, 0
+	}
+	obj, ok, err := s.leases.GetStore().GetByKey(s.opts.Namespace + "/" + LeaseName(s.opts.Group, holder))
+	if err != nil || !ok {
+		return true, 0
+	}
+	lease := obj.(*coordinationv1.Lease)
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != holder || expired(lease, s.opts.Clock.Now()) {
+		return true, 0
+	}
+	end := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
+	return false, end.Sub(s.opts.Clock.Now()) + time.Second/10
+}
 
 // Owner is the member rendezvous hashing ranks first for the node: the one whose hash of
 // member and node is highest (ties to the smaller name). Adding a member moves to it only the

@@ -174,3 +174,41 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A node changes hands only once its holder let go or is no longer live.
+func TestFree(t *testing.T) {
+	client := fake.NewClientset(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: LeaseName("tpus", "impostor"), Labels: map[string]string{GroupLabel: "tpus"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone-else"), LeaseDurationSeconds: ptr.To[int32](40)},
+	})
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
+	a := start(t, client, clk, "shard-a", false)
+	b := start(t, client, clk, "shard-b", false)
+	eventually(t, "b in a's view", func() bool { return slices.Contains(a.Members(), "shard-b") })
+	for _, c := range []struct {
+		holder string
+		free   bool
+	}{
+		{"", true},           // no shard runs it
+		{"shard-a", true},    // a ran it before
+		{"shard-b", false},   // b runs it and renews: b lets go first
+		{"shard-gone", true}, // no Lease: no live shard of the group
+		{"impostor", true},   // the Lease of that name is not the shard's own
+	} {
+		free, wait := a.Free(c.holder)
+		if free != c.free {
+			t.Errorf("Free(%q) = %t, want %t", c.holder, free, c.free)
+		}
+		if !free && (wait <= 0 || wait > DefaultLeaseDuration+time.Second) {
+			t.Errorf("Free(%q): ask again in %s, want within the Lease's %s", c.holder, wait, DefaultLeaseDuration)
+		}
+	}
+	// b stops: once its Lease runs out unrenewed, its nodes are free, takeover or not.
+	b.cancel()
+	b.Wait()
+	_, wait := a.Free("shard-b")
+	clk.Step(wait)
+	if free, _ := a.Free("shard-b"); !free {
+		t.Errorf("a node of shard-b is not free %s after b stopped renewing", wait)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/restartbed/restartbed/fakekubelet"
@@ -81,11 +82,120 @@ var _ = Describe("Shards", Label("nodes"), func() {
 			g.Expect(ready(g)).To(ConsistOf(names))
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed(), "a ran %v", lost)
 
-		By("shard a comes back under its name: it gets its nodes back")
+		By("shard a comes back under its name: it gets its nodes back once b has let go of each")
+		// Every change of the nodes' shard annotation, from a watch that starts before a does.
+		w, err := cluster.Clientset.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(w.Stop)
+		holders := map[string][]string{}
+		record := func() {
+			for {
+				select {
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						return
+					}
+					node, isNode := ev.Object.(*corev1.Node)
+					if !isNode {
+						continue
+					}
+					h := holders[node.Name]
+					if v := node.Annotations[shards.NodeAnnotation]; len(h) == 0 || h[len(h)-1] != v {
+						holders[node.Name] = append(h, v)
+					}
+				default:
+					return
+				}
+			}
+		}
 		a = shard("a")
 		Eventually(func(g Gomega) {
-			g.Expect(a.NodeNames()).To(ConsistOf(lost))
-			g.Expect(append(a.NodeNames(), b.NodeNames()...)).To(ConsistOf(names))
+			record()
+			ours, theirs := a.NodeNames(), b.NodeNames()
+			for _, n := range ours {
+				Expect(theirs).NotTo(ContainElement(n), "shards a and b both run %s", n)
+			}
+			g.Expect(ours).To(ConsistOf(lost))
+			g.Expect(append(ours, theirs...)).To(ConsistOf(names))
+			for _, n := range names {
+				h := holders[n]
+				g.Expect(h).NotTo(BeEmpty())
+				g.Expect(h[len(h)-1]).To(Equal(map[bool]string{true: "a", false: "b"}[slices.Contains(ours, n)]), "%s's shard annotation", n)
+			}
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		for _, n := range lost {
+			// b, live, clears its name before a writes its own: a node never goes straight from b to a.
+			h := holders[n]
+			for i := 1; i < len(h); i++ {
+				Expect(h[i-1] == "b" && h[i] == "a").To(BeFalse(), "%s's shard annotation went %v", n, h)
+			}
+			Expect(h).To(ContainElement(""), "%s's shard annotation went %v", n, h)
+		}
+	})
+
+	It("take a node over only once the shard that runs it lets go or stops renewing", func(ctx context.Context) {
+		const group = "handover"
+		selector := labels.SelectorFromSet(labels.Set{"restartbed.dev/test": group})
+		// zombie: a live member of the group that runs nothing; the test holds its Lease.
+		zombie := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: shards.DefaultNamespace, Name: shards.LeaseName(group, "zombie"),
+			Labels: map[string]string{shards.GroupLabel: group}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("zombie"), LeaseDurationSeconds: ptr.To[int32](3600),
+				RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
+		Expect(k8s.Create(ctx, zombie)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, zombie))).To(Succeed()) })
+		// Two nodes the rule gives to a over zombie: one that zombie's annotation says it runs.
+		var held, free string
+		for i := 0; held == "" || free == ""; i++ {
+			name := fmt.Sprintf("%s-%d", group, i)
+			if shards.Owner([]string{"a", "zombie"}, name) != "a" {
+				continue
+			}
+			annotations := map[string]string{}
+			if held == "" {
+				held, annotations[shards.NodeAnnotation] = name, "zombie"
+			} else {
+				free = name
+			}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"restartbed.dev/test": group}, Annotations: annotations},
+				Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "restartbed.dev/test", Value: group, Effect: corev1.TaintEffectNoSchedule}}},
+				Status: corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("10")}}}
+			Expect(k8s.Create(ctx, node)).To(Succeed())
+			DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, node))).To(Succeed()) })
+		}
+		a, err := fakekubelet.New(onCluster(fakekubelet.Options{
+			Manage: fakekubelet.ManagedNodes{Labels: selector},
+			Shard:  &fakekubelet.ShardOptions{Group: group, Identity: "a", LeaseDuration: 4 * time.Second},
+		}))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(a.Start(ctx)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			a.Stop()
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: shards.DefaultNamespace, Name: shards.LeaseName(group, "a")}}
+			Expect(client.IgnoreNotFound(k8s.Delete(ctx, lease))).To(Succeed())
+		})
+		annotation := func(g Gomega, name string) string {
+			var node corev1.Node
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, &node)).To(Succeed())
+			return node.Annotations[shards.NodeAnnotation]
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(a.NodeNames()).To(ContainElement(free))
+			g.Expect(annotation(g, free)).To(Equal("a"))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(a.NodeNames()).NotTo(ContainElement(held), "a took over a node zombie still runs")
+			g.Expect(annotation(g, held)).To(Equal("zombie"))
+		}).WithTimeout(2 * time.Second).WithPolling(Interval).Should(Succeed())
+
+		By("zombie lets go, as a shard does: its name leaves the node, and a takes it over")
+		var node corev1.Node
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: held}, &node)).To(Succeed())
+		patch := client.MergeFrom(node.DeepCopy())
+		delete(node.Annotations, shards.NodeAnnotation)
+		Expect(k8s.Patch(ctx, &node, patch)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(a.NodeNames()).To(ContainElement(held))
+			g.Expect(annotation(g, held)).To(Equal("a"))
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 })
