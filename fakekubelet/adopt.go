@@ -125,15 +125,16 @@ func (k *Kubelet) syncManaged(ctx context.Context, name string) error {
 	return nil
 }
 
-// handOver is syncManaged's answer while another shard, holder, still runs the node: ask again
-// after wait, when its Lease runs out unless renewed.
+// handOver is syncManaged's answer while a shard, holder, still runs the node (another, until it
+// lets go or its Lease runs out; this one, until its pods are torn down), or while the node
+// changed under a write of the annotation: ask again after wait.
 type handOver struct {
 	holder string
 	wait   time.Duration
 }
 
 func (h handOver) Error() string {
-	return fmt.Sprintf("shard %q still runs the node (its Lease ends in %s unless renewed)", h.holder, h.wait)
+	return fmt.Sprintf("shard %q has not let go of the node; asking again in %s", h.holder, h.wait)
 }
 
 // claim names this shard in the node's shards.NodeAnnotation, once the shard named there, if
@@ -155,14 +156,15 @@ func (k *Kubelet) claim(ctx context.Context, node *corev1.Node) error {
 func (k *Kubelet) unclaim(ctx context.Context, node *corev1.Node) error {
 	for _, pod := range k.pods.onNode(node.Name) {
 		if k.pods.known(pod.UID) != nil {
-			return handOver{holder: k.shard.Identity(), wait: unclaimPoll}
+			return handOver{holder: k.shard.Identity(), wait: handOverPoll}
 		}
 	}
 	return k.annotateShard(ctx, node, "")
 }
 
-// unclaimPoll is how often a shard that let a node go looks whether its pods are torn down.
-const unclaimPoll = 100 * time.Millisecond
+// handOverPoll is how soon a shard looks again at a node it is handing over or taking over when
+// nothing else will tell it: its pods are being torn down, or the node changed under its write.
+const handOverPoll = 100 * time.Millisecond
 
 // annotateShard sets the node's shards.NodeAnnotation to identity ("" removes it), if the node
 // has not changed since it was read.
@@ -178,7 +180,12 @@ func (k *Kubelet) annotateShard(ctx context.Context, node *corev1.Node, identity
 	if err != nil {
 		return err
 	}
-	if _, err := k.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	_, err = k.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsConflict(err) {
+		// The node changed since it was read (another shard's write, a heartbeat): read again.
+		return handOver{holder: node.Annotations[shards.NodeAnnotation], wait: handOverPoll}
+	}
+	if err != nil {
 		return fmt.Errorf("naming the node's shard (%s=%q): %w", shards.NodeAnnotation, identity, err)
 	}
 	return nil
