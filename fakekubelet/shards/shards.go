@@ -241,11 +241,14 @@ func (s *Shard) update() {
 }
 
 // expired reports whether the Lease was not renewed within its duration.
-func expired(lease *coordinationv1.Lease, now time.Time) bool {
+func expired(lease *coordinationv1.Lease, now time.Time) bool { return now.After(expiry(lease)) }
+
+// expiry is when the Lease runs out unless renewed; the zero time for a Lease that never says.
+func expiry(lease *coordinationv1.Lease) time.Time {
 	if lease.Spec.RenewTime == nil || lease.Spec.LeaseDurationSeconds == nil {
-		return true
+		return time.Time{}
 	}
-	return now.After(lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second))
+	return lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
 }
 
 // Members are the group's members, sorted.
@@ -282,11 +285,11 @@ func (s *Shard) Free(holder string) (free bool, wait time.Duration) {
 		return true, 0
 	}
 	lease := obj.(*coordinationv1.Lease)
-	if ptr.Deref(lease.Spec.HolderIdentity, "") != holder || expired(lease, s.opts.Clock.Now()) {
+	left := expiry(lease).Sub(s.opts.Clock.Now())
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != holder || left < 0 {
 		return true, 0
 	}
-	end := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
-	return false, end.Sub(s.opts.Clock.Now()) + time.Second/10
+	return false, left + time.Second/10
 }
 
 // Owner is the member rendezvous hashing ranks first for the node: the one whose hash of

@@ -26,32 +26,12 @@ import (
 var _ = Describe("Shards", Label("nodes"), func() {
 	It("divide the managed nodes among themselves, and with takeover the live ones adopt a stopped one's", func(ctx context.Context) {
 		const group, count = "shards", 6
-		selector := labels.SelectorFromSet(labels.Set{"restartbed.dev/test": group})
+		selector := labels.SelectorFromSet(labels.Set{shardLabel: group})
 		var names []string
 		for i := range count {
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", group, i), Labels: map[string]string{"restartbed.dev/test": group}},
-				Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "restartbed.dev/test", Value: group, Effect: corev1.TaintEffectNoSchedule}}},
-				Status: corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("10")}}}
-			Expect(k8s.Create(ctx, node)).To(Succeed())
-			names = append(names, node.Name)
-			DeferCleanup(func(ctx context.Context) {
-				Expect(client.IgnoreNotFound(k8s.Delete(ctx, node))).To(Succeed())
-			})
+			names = append(names, createShardNode(ctx, group, fmt.Sprintf("%s-%d", group, i), nil))
 		}
-		shard := func(identity string) *fakekubelet.Kubelet {
-			k, err := fakekubelet.New(onCluster(fakekubelet.Options{
-				Manage: fakekubelet.ManagedNodes{Labels: selector},
-				Shard:  &fakekubelet.ShardOptions{Group: group, Identity: identity, LeaseDuration: 4 * time.Second, Takeover: true},
-			}))
-			Expect(err).NotTo(HaveOccurred())
-			Expect(k.Start(ctx)).To(Succeed())
-			DeferCleanup(func(ctx context.Context) {
-				k.Stop()
-				lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: shards.DefaultNamespace, Name: shards.LeaseName(group, identity)}}
-				Expect(client.IgnoreNotFound(k8s.Delete(ctx, lease))).To(Succeed())
-			})
-			return k
-		}
+		shard := func(identity string) *fakekubelet.Kubelet { return startShard(ctx, group, identity, true) }
 		// ready reports which of the nodes the API has Ready.
 		ready := func(g Gomega) []string {
 			var out []string
@@ -135,7 +115,6 @@ var _ = Describe("Shards", Label("nodes"), func() {
 
 	It("take a node over only once the shard that runs it lets go or stops renewing", func(ctx context.Context) {
 		const group = "handover"
-		selector := labels.SelectorFromSet(labels.Set{"restartbed.dev/test": group})
 		// zombie: a live member of the group that runs nothing; the test holds its Lease.
 		zombie := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: shards.DefaultNamespace, Name: shards.LeaseName(group, "zombie"),
 			Labels: map[string]string{shards.GroupLabel: group}},
@@ -156,23 +135,9 @@ var _ = Describe("Shards", Label("nodes"), func() {
 			} else {
 				free = name
 			}
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"restartbed.dev/test": group}, Annotations: annotations},
-				Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "restartbed.dev/test", Value: group, Effect: corev1.TaintEffectNoSchedule}}},
-				Status: corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("10")}}}
-			Expect(k8s.Create(ctx, node)).To(Succeed())
-			DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, node))).To(Succeed()) })
+			createShardNode(ctx, group, name, annotations)
 		}
-		a, err := fakekubelet.New(onCluster(fakekubelet.Options{
-			Manage: fakekubelet.ManagedNodes{Labels: selector},
-			Shard:  &fakekubelet.ShardOptions{Group: group, Identity: "a", LeaseDuration: 4 * time.Second},
-		}))
-		Expect(err).NotTo(HaveOccurred())
-		Expect(a.Start(ctx)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) {
-			a.Stop()
-			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: shards.DefaultNamespace, Name: shards.LeaseName(group, "a")}}
-			Expect(client.IgnoreNotFound(k8s.Delete(ctx, lease))).To(Succeed())
-		})
+		a := startShard(ctx, group, "a", false)
 		annotation := func(g Gomega, name string) string {
 			var node corev1.Node
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, &node)).To(Succeed())
@@ -199,3 +164,35 @@ var _ = Describe("Shards", Label("nodes"), func() {
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
 })
+
+// shardLabel marks the nodes of a shards spec's group: its shards manage those, and taint keeps
+// the suite's pods off them.
+const shardLabel = "restartbed.dev/test"
+
+// createShardNode creates a node of the group, for its shards to take over, with the annotations
+// given, and deletes it after the spec; it returns the node's name.
+func createShardNode(ctx context.Context, group, name string, annotations map[string]string) string {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{shardLabel: group}, Annotations: annotations},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: shardLabel, Value: group, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourcePods: resource.MustParse("10")}}}
+	Expect(k8s.Create(ctx, node)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, node))).To(Succeed()) })
+	return name
+}
+
+// startShard starts a kubelet that is the group's shard identity (4 s Leases), managing the
+// group's nodes, and stops it and removes its Lease after the spec.
+func startShard(ctx context.Context, group, identity string, takeover bool) *fakekubelet.Kubelet {
+	k, err := fakekubelet.New(onCluster(fakekubelet.Options{
+		Manage: fakekubelet.ManagedNodes{Labels: labels.SelectorFromSet(labels.Set{shardLabel: group})},
+		Shard:  &fakekubelet.ShardOptions{Group: group, Identity: identity, LeaseDuration: 4 * time.Second, Takeover: takeover},
+	}))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(k.Start(ctx)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		k.Stop()
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: shards.DefaultNamespace, Name: shards.LeaseName(group, identity)}}
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, lease))).To(Succeed())
+	})
+	return k
+}
