@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,8 +52,12 @@ func (k *Kubelet) manageNodes(ctx context.Context, informer cache.SharedIndexInf
 		return fmt.Errorf("fakekubelet: watching the nodes to manage: %w", err)
 	}
 	if s := k.opts.Shard; s != nil {
+		relayAddr, err := k.serveRelay(ctx)
+		if err != nil {
+			return err
+		}
 		shard, err := shards.New(shards.Options{Client: k.client, Group: s.Group, Identity: s.Identity, Namespace: s.Namespace,
-			LeaseDuration: s.LeaseDuration, Takeover: s.Takeover, Clock: k.clock,
+			LeaseDuration: s.LeaseDuration, Takeover: s.Takeover, Clock: k.clock, Relay: relayAddr,
 			// A shard that joins or leaves moves nodes: each is adopted or let go as the rule says.
 			Changed: func() {
 				for _, name := range informer.GetStore().ListKeys() {
@@ -110,7 +115,7 @@ func (k *Kubelet) syncManaged(ctx context.Context, name string) error {
 	switch {
 	case wanted && have == nil:
 		if k.shard != nil {
-			if err := k.claim(ctx, node); err != nil {
+			if node, err = k.claim(ctx, node); err != nil {
 				return err
 			}
 		}
@@ -138,17 +143,30 @@ func (h handOver) Error() string {
 }
 
 // claim names this shard in the node's shards.NodeAnnotation, once the shard named there, if
-// any, has let go. The write is conditional on the node as read, so that of two shards that
-// read it free only one takes it.
-func (k *Kubelet) claim(ctx context.Context, node *corev1.Node) error {
+// any, has let go, and gives the node a pod range of the address plan if it has none, for its
+// pods' addresses to be unique among the shards (shardnet.go). The write is conditional on the
+// node as read, so that of two shards that read it free only one takes it. It returns the node
+// as written.
+func (k *Kubelet) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
 	holder := node.Annotations[shards.NodeAnnotation]
 	if free, wait := k.shard.Free(holder); !free {
-		return handOver{holder: holder, wait: wait}
+		return nil, handOver{holder: holder, wait: wait}
 	}
-	if holder == k.shard.Identity() {
-		return nil
+	if holder == k.shard.Identity() && node.Spec.PodCIDR != "" {
+		return node, nil
 	}
-	return k.annotateShard(ctx, node, k.shard.Identity())
+	if node.Spec.PodCIDR != "" {
+		return k.annotateShard(ctx, node, k.shard.Identity(), netip.Prefix{})
+	}
+	index, err := k.shard.AllocateIndex(ctx, nodes.MaxNodes, k.planIndexUsed)
+	if err != nil {
+		return nil, err
+	}
+	written, err := k.annotateShard(ctx, node, k.shard.Identity(), nodes.PlanCIDR(index))
+	if err != nil {
+		k.shard.ReleaseIndex(index)
+	}
+	return written, err
 }
 
 // unclaim clears this shard's name from a node it has let go, for the next shard to take it,
@@ -159,43 +177,51 @@ func (k *Kubelet) unclaim(ctx context.Context, node *corev1.Node) error {
 			return handOver{holder: k.shard.Identity(), wait: handOverPoll}
 		}
 	}
-	return k.annotateShard(ctx, node, "")
+	_, err := k.annotateShard(ctx, node, "", netip.Prefix{})
+	return err
 }
 
 // handOverPoll is how soon a shard looks again at a node it is handing over or taking over when
 // nothing else will tell it: its pods are being torn down, or the node changed under its write.
 const handOverPoll = 100 * time.Millisecond
 
-// annotateShard sets the node's shards.NodeAnnotation to identity ("" removes it), if the node
-// has not changed since it was read.
-func (k *Kubelet) annotateShard(ctx context.Context, node *corev1.Node, identity string) error {
+// annotateShard sets the node's shards.NodeAnnotation to identity ("" removes it) and, when
+// podCIDR is valid, its pod range, if the node has not changed since it was read. It returns the
+// node as written.
+func (k *Kubelet) annotateShard(ctx context.Context, node *corev1.Node, identity string, podCIDR netip.Prefix) (*corev1.Node, error) {
 	value := any(identity)
 	if identity == "" {
 		value = nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+	change := map[string]any{"metadata": map[string]any{
 		"resourceVersion": node.ResourceVersion,
 		"annotations":     map[string]any{shards.NodeAnnotation: value},
-	}})
-	if err != nil {
-		return err
+	}}
+	if podCIDR.IsValid() {
+		change["spec"] = map[string]any{"podCIDR": podCIDR.String(), "podCIDRs": []string{podCIDR.String()}}
 	}
-	_, err = k.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	patch, err := json.Marshal(change)
+	if err != nil {
+		return nil, err
+	}
+	written, err := k.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsConflict(err) {
 		// The node changed since it was read (another shard's write, a heartbeat): read again.
-		return handOver{holder: node.Annotations[shards.NodeAnnotation], wait: handOverPoll}
+		return nil, handOver{holder: node.Annotations[shards.NodeAnnotation], wait: handOverPoll}
 	}
 	if err != nil {
-		return fmt.Errorf("naming the node's shard (%s=%q): %w", shards.NodeAnnotation, identity, err)
+		return nil, fmt.Errorf("naming the node's shard (%s=%q): %w", shards.NodeAnnotation, identity, err)
 	}
-	return nil
+	return written, nil
 }
 
 // adopt takes the node over: its address on the pod network and its kubelet API first, so that
 // the apiserver reaches it as soon as its status says where, then the node's status and Lease,
 // then the pods already bound to it.
 func (k *Kubelet) adopt(ctx context.Context, node *corev1.Node) error {
-	n, err := k.nodes.Prepare(node, nodes.Spec{Capacity: DefaultCapacity()})
+	// A shard's node is on the pod network at its pod range's first address: the range is
+	// the node's across the shards; the plan's address by index is only this process's.
+	n, err := k.nodes.Prepare(node, nodes.Spec{Capacity: DefaultCapacity(), OnPodCIDR: k.shard != nil})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/pleg"
 	"github.com/restartbed/restartbed/fakekubelet/prober"
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/fakekubelet/relay"
 	"github.com/restartbed/restartbed/fakekubelet/release"
 	"github.com/restartbed/restartbed/fakekubelet/restart"
 	"github.com/restartbed/restartbed/fakekubelet/runtime"
@@ -57,11 +58,13 @@ type Kubelet struct {
 	ids   *identities
 	clock clock.WithTicker
 	nodes *nodes.Set
-	// nodeLister reads the nodes as the API has them (the informer's view).
-	nodeLister corelisters.NodeLister
-	pods       *pods
-	rt         *runtime.Runtime
-	network    *network.Network
+	// nodeLister reads the nodes as the API has them (the informer's view); nodeIndexer is the
+	// same view, indexed by pod range for a shard (shardnet.go).
+	nodeLister  corelisters.NodeLister
+	nodeIndexer cache.Indexer
+	pods        *pods
+	rt          *runtime.Runtime
+	network     *network.Network
 	// controlPlane is the apiserver's address on the pod network, where Dial starts.
 	controlPlane *network.Interface
 	status       *status.Manager
@@ -179,6 +182,13 @@ func (k *Kubelet) start(startCtx, ctx context.Context) error {
 		return n != nil && (n.Partitioned() || n.KubeletStopped())
 	})
 	k.nodeLister = factory.Core().V1().Nodes().Lister()
+	if k.opts.Shard != nil {
+		informer := factory.Core().V1().Nodes().Informer()
+		if err := informer.AddIndexers(cache.Indexers{podCIDRIndex: nodesByPodCIDR}); err != nil {
+			return fmt.Errorf("fakekubelet: node index: %w", err)
+		}
+		k.nodeIndexer = informer.GetIndexer()
+	}
 	if err := k.newNetwork(startCtx, factory); err != nil {
 		return err
 	}
@@ -325,17 +335,23 @@ func (k *Kubelet) newNetwork(ctx context.Context, factory informers.SharedInform
 	if err != nil {
 		return fmt.Errorf("fakekubelet: %w", err)
 	}
+	var elsewhere network.Elsewhere
+	if k.opts.Shard != nil {
+		elsewhere = &relay.Client{Locate: k.locate}
+	}
 	k.network, err = network.New(network.Options{DNS: dns, Rand: k.opts.Rand, APIServer: k.opts.ControlPlaneAddr,
 		Services:       factory.Core().V1().Services().Lister(),
 		EndpointSlices: factory.Discovery().V1().EndpointSlices().Lister(),
 		Reachable: func(from, to string) bool {
-			// "" is the control plane, cut off from a partitioned node as the node is from it.
+			// "" is the control plane, cut off from a partitioned node as the node is from it;
+			// a node this kubelet does not run is another shard's, which decides its partition.
 			up := func(node string) bool {
 				n := k.nodes.Get(node)
-				return node == "" || (n != nil && !n.Partitioned())
+				return n == nil || !n.Partitioned()
 			}
 			return up(from) && up(to)
 		},
+		Elsewhere: elsewhere,
 	})
 	return err
 }

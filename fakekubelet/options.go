@@ -162,6 +162,13 @@ type ShardOptions struct {
 	LeaseDuration time.Duration
 	// Takeover: the nodes of a shard whose Lease expired go to the live shards.
 	Takeover bool
+	// Relay is where the shard's relay listens for the other shards' connections to its nodes'
+	// pods (package relay); port 0: one the system picks. Default: the kubelet API's
+	// API.Listen, else 127.0.0.1.
+	Relay netip.AddrPort
+	// RelayAdvertise is the address the other shards reach the relay at. Default: API.Advertise
+	// when the relay listens on API.Listen, else Relay's address.
+	RelayAdvertise netip.Addr
 }
 
 // ManagedNodes chooses the existing nodes a kubelet takes over, with KWOK's rules: every node
@@ -255,6 +262,23 @@ func (o *Options) complete() error {
 		}
 		if a.Advertise.IsUnspecified() {
 			return fmt.Errorf("fakekubelet: Options.API: the nodes cannot advertise %s; say the address the apiserver reaches them at (Advertise)", a.Advertise)
+		}
+	}
+	if sh := o.Shard; sh != nil {
+		if !sh.Relay.Addr().IsValid() {
+			sh.Relay = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), sh.Relay.Port())
+			if a := o.API; a != nil && a.Listen.IsValid() {
+				sh.Relay = netip.AddrPortFrom(a.Listen, sh.Relay.Port())
+			}
+		}
+		if !sh.RelayAdvertise.IsValid() {
+			sh.RelayAdvertise = sh.Relay.Addr()
+			if a := o.API; a != nil && a.Listen == sh.Relay.Addr() {
+				sh.RelayAdvertise = a.Advertise
+			}
+		}
+		if sh.RelayAdvertise.IsUnspecified() {
+			return fmt.Errorf("fakekubelet: Options.Shard: the other shards cannot reach the relay at %s; say the address they reach it at (RelayAdvertise)", sh.RelayAdvertise)
 		}
 	}
 	if _, err := version.ParseSemantic(o.KubeletVersion); err != nil {

@@ -57,6 +57,7 @@ type kubeletFlags struct {
 	shardGroup string
 	shardName  string
 	takeover   bool
+	relayPort  int
 	// control is the host's side of the nodes.
 	control nodeControlFlags
 	set     func(name string) bool
@@ -87,7 +88,8 @@ Many processes share the nodes taken over: each with --shard-group NAME (and a -
 its own, stable across its restarts: default the host's name, as a StatefulSet pod's) holds a
 Lease in kube-node-lease and runs the nodes the group's rule gives it; a shard that stops keeps
 its nodes, which go NotReady, unless the others run with --takeover and adopt them once its
-Lease expires.
+Lease expires. The shards' pods are on one network: each shard relays the others' connections
+to its pods on --relay-port, at --bind-address.
 
 Its nodes write as this process's identity (config/kubelet/rbac.yaml), or with --node-identities
 each as system:node:NAME, as the cluster's Node authorizer and NodeRestriction expect of kubelets
@@ -136,6 +138,8 @@ node losing power would. See docs/join.md.`,
 	fs.StringVar(&f.shardName, "shard-name", "", "this process's name in its --shard-group, stable across its restarts (default: the host's name)")
 	fs.BoolVar(&f.takeover, "takeover", false,
 		"with --shard-group: adopt the nodes of a shard whose Lease expired, until it comes back; without, they stay its and go NotReady")
+	fs.IntVar(&f.relayPort, "relay-port", 0,
+		"with --shard-group: port at --bind-address where the other shards' pods reach this shard's; it publishes --node-ip:PORT on its Lease (default: a port the system picks)")
 	addNodeControlFlags(fs, &f.control, false)
 	fs.BoolVar(&f.allowBinaries, "allow-host-binaries", false,
 		"let the --from scenario's programs run host executables as containers' processes (needs root)")
@@ -387,13 +391,16 @@ func describeManage(m fakekubelet.ManagedNodes) string {
 	return "nodes with " + strings.Join(parts, " and ")
 }
 
-// shardFromFlags reads --shard-group, --shard-name and --takeover.
+// shardFromFlags reads --shard-group, --shard-name, --takeover and --relay-port.
 func shardFromFlags(f kubeletFlags) (*fakekubelet.ShardOptions, error) {
 	if f.shardGroup == "" {
-		if f.shardName != "" || f.takeover {
-			return nil, errors.New("--shard-name and --takeover are a shard's: give --shard-group")
+		if f.shardName != "" || f.takeover || f.set("relay-port") {
+			return nil, errors.New("--shard-name, --takeover and --relay-port are a shard's: give --shard-group")
 		}
 		return nil, nil
+	}
+	if f.relayPort < 0 || f.relayPort > 65535 {
+		return nil, fmt.Errorf("--relay-port must be a port number, got %d", f.relayPort)
 	}
 	if f.nodes > 0 || (!f.manageAll && f.manageSingle == "" && f.manageAnnotations == "" && f.manageLabels == "") {
 		return nil, errors.New("--shard-group: a shard runs its share of the nodes it takes over (--manage-...), and registers none (--nodes)")
@@ -411,5 +418,7 @@ func shardFromFlags(f kubeletFlags) (*fakekubelet.ShardOptions, error) {
 			return nil, fmt.Errorf("%s %q: %s", flag, v, strings.Join(msgs, "; "))
 		}
 	}
-	return &fakekubelet.ShardOptions{Group: f.shardGroup, Identity: name, Takeover: f.takeover}, nil
+	// The relay listens where the kubelet API does (--bind-address) and is published at --node-ip.
+	return &fakekubelet.ShardOptions{Group: f.shardGroup, Identity: name, Takeover: f.takeover,
+		Relay: netip.AddrPortFrom(netip.Addr{}, uint16(f.relayPort))}, nil
 }

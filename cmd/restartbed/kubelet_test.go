@@ -61,12 +61,12 @@ func TestJoinOptions(t *testing.T) {
 
 func TestShardFlags(t *testing.T) {
 	f := kubeletTestFlags()
-	f.manageLabels, f.shardGroup, f.shardName, f.takeover = "type=kwok", "tpus", "shard-0", true
+	f.manageLabels, f.shardGroup, f.shardName, f.takeover, f.relayPort = "type=kwok", "tpus", "shard-0", true, 10260
 	opts, err := joinOptions(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := opts.Shard; s == nil || s.Group != "tpus" || s.Identity != "shard-0" || !s.Takeover {
+	if s := opts.Shard; s == nil || s.Group != "tpus" || s.Identity != "shard-0" || !s.Takeover || s.Relay.Port() != 10260 {
 		t.Errorf("shard: %+v", opts.Shard)
 	}
 	host := kubeletTestFlags()
@@ -82,6 +82,8 @@ func TestShardFlags(t *testing.T) {
 		"a shard registering":     {func(f *kubeletFlags) { f.nodes, f.shardGroup = 2, "tpus" }, "registers none (--nodes)"},
 		"a shard of no nodes":     {func(f *kubeletFlags) { f.shardGroup = "tpus" }, "a shard runs its share of the nodes it takes over"},
 		"a group that is no name": {func(f *kubeletFlags) { f.manageAll, f.shardGroup = true, "TPUs" }, `--shard-group "TPUs"`},
+		"a relay port that is none": {func(f *kubeletFlags) { f.manageAll, f.shardGroup, f.relayPort = true, "tpus", 70000 },
+			"--relay-port must be a port number, got 70000"},
 	} {
 		f := kubeletTestFlags()
 		tc.set(&f)

@@ -6,8 +6,9 @@
 // from the Services and EndpointSlices the control plane keeps. It also composes what the kubelet
 // writes into every container for names: /etc/hosts, /etc/resolv.conf and the hostname.
 //
-// Nothing leaves the process: no host socket is opened, and names outside the cluster domain do
-// not resolve. The network decides nothing about pods: the runtime attaches a sandbox's address
+// Nothing leaves the process but through Options.Elsewhere, the way to the addresses another
+// process holds (a shard's, package relay): the network opens no host socket itself, and names
+// outside the cluster domain do not resolve. The network decides nothing about pods: the runtime attaches a sandbox's address
 // when it creates the sandbox and detaches it when the sandbox stops; a partition between nodes
 // is the caller's to say (Options.Reachable).
 package network

@@ -43,11 +43,27 @@ type Options struct {
 	// Rand picks a Service's endpoint for each connection, as kube-proxy picks at random; give
 	// it a seeded source for a repeatable run. Default: a source seeded at random.
 	Rand rand.Source
+	// Elsewhere reaches the addresses this network does not hold: those of the nodes and pods
+	// another process runs (a shard of a group, package relay). Nil: they are unreachable.
+	Elsewhere Elsewhere
 	// APIServer is the control plane's address on the network: connections to the kubernetes
 	// Service (default namespace) go there, as kube-proxy sends them to the apiserver, whatever
 	// address the apiserver advertises in its endpoints (one of its host's, which pods here do
 	// not reach). The zero Addr: that Service is routed as any other.
 	APIServer netip.Addr
+}
+
+// Elsewhere is the way to the part of the network another process holds. Its errors wrap
+// ErrRefused or ErrUnreachable as a kernel's would say them.
+type Elsewhere interface {
+	// Holder is the node, run by another process, whose pod or own address addr is; false when
+	// no process holds addr.
+	Holder(addr netip.Addr) (node string, ok bool)
+	// Dial connects src, an address of node from on this network ("" for the control plane),
+	// to dst.
+	Dial(ctx context.Context, from string, src, dst netip.AddrPort) (net.Conn, error)
+	// Ping reports whether dst answers an ICMP echo from node from: nil when it does.
+	Ping(ctx context.Context, from string, dst netip.Addr) error
 }
 
 // Network is the address space of the emulated cluster.
@@ -237,8 +253,8 @@ func (i *Interface) ephemeralPort() uint16 {
 
 // Errors as the kernel reports them.
 var (
-	errRefused     = errors.New("connect: connection refused")
-	errUnreachable = errors.New("connect: no route to host")
+	ErrRefused     = errors.New("connect: connection refused")
+	ErrUnreachable = errors.New("connect: no route to host")
 )
 
 // Dial opens a TCP connection from the interface to address ("ip:port"). A Service's cluster IP
@@ -262,36 +278,80 @@ func (i *Interface) Dial(ctx context.Context, address string) (net.Conn, error) 
 		}
 		target = svcTarget
 	}
-	peer := i.net.peer(i, target.Addr())
-	if peer == nil {
-		return nil, opErr(errUnreachable)
-	}
-	peer.mu.Lock()
-	a := peer.listeners[target.Port()]
-	up := peer.uplink
-	peer.mu.Unlock()
-	if a == nil && up != nil {
-		c, err := up(ctx, target.Port())
-		if err != nil {
-			return nil, opErr(errRefused)
-		}
-		return c, nil
-	}
-	if a == nil {
-		return nil, opErr(errRefused)
-	}
 	localIP := i.addr
 	if ap.Addr().IsLoopback() {
 		localIP = ap.Addr()
 	}
-	local := tcpAddr(localIP, i.ephemeralPort())
-	cc, sc := connPair(local, net.TCPAddrFromAddrPort(ap), net.TCPAddrFromAddrPort(target))
+	local := netip.AddrPortFrom(localIP, i.ephemeralPort())
+	peer, here := i.net.peer(i, target.Addr())
+	if !here && i.net.elsewhere(i, target.Addr()) {
+		c, err := i.net.opts.Elsewhere.Dial(ctx, i.node, local, target)
+		if err != nil {
+			return nil, opErr(err)
+		}
+		return c, nil
+	}
+	if peer == nil {
+		return nil, opErr(ErrUnreachable)
+	}
+	c, err := peer.connect(ctx, local, ap, target)
+	if err != nil {
+		return nil, opErr(err)
+	}
+	return c, nil
+}
+
+// connect hands the server side of a new connection from local, which dialled dialled (a
+// Service's address, or target itself), to whatever listens on target's port of the interface:
+// a listener of the process, else the uplink.
+func (i *Interface) connect(ctx context.Context, local, dialled, target netip.AddrPort) (net.Conn, error) {
+	i.mu.Lock()
+	a := i.listeners[target.Port()]
+	up := i.uplink
+	i.mu.Unlock()
+	if a == nil && up != nil {
+		c, err := up(ctx, target.Port())
+		if err != nil {
+			return nil, ErrRefused
+		}
+		return c, nil
+	}
+	if a == nil {
+		return nil, ErrRefused
+	}
+	cc, sc := connPair(net.TCPAddrFromAddrPort(local), net.TCPAddrFromAddrPort(dialled), net.TCPAddrFromAddrPort(target))
 	if err := a.accept(sc); err != nil {
 		_ = cc.Close()
 		_ = sc.Close()
-		return nil, opErr(errRefused)
+		return nil, ErrRefused
 	}
 	return cc, nil
+}
+
+// Accept connects src, an address of node from that another process holds, to dst on this
+// network, as Elsewhere's far end: dst must be attached here and its node not cut off from
+// from's. The error wraps ErrUnreachable or ErrRefused.
+func (n *Network) Accept(ctx context.Context, from string, src, dst netip.AddrPort) (net.Conn, error) {
+	to := n.reachable(from, dst.Addr())
+	if to == nil {
+		return nil, ErrUnreachable
+	}
+	return to.connect(ctx, src, dst, dst)
+}
+
+// Answers reports whether dst, attached here, answers an ICMP echo from node from, which
+// another process holds.
+func (n *Network) Answers(from string, dst netip.Addr) bool { return n.reachable(from, dst) != nil }
+
+// reachable is the interface at addr if it is attached here and node from may reach its node.
+func (n *Network) reachable(from string, addr netip.Addr) *Interface {
+	n.mu.Lock()
+	to := n.hosts[addr]
+	n.mu.Unlock()
+	if to == nil || (to.node != from && !n.opts.Reachable(from, to.node)) {
+		return nil
+	}
+	return to
 }
 
 // Ping sends an ICMP echo to addr: nil when a reply comes back. A Service's cluster IP answers
@@ -300,29 +360,52 @@ func (i *Interface) Ping(ctx context.Context, addr netip.Addr) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if i.net.peer(i, addr) == nil {
+	peer, here := i.net.peer(i, addr)
+	if !here && i.net.serviceAt(addr) == nil && i.net.elsewhere(i, addr) {
+		return i.net.opts.Elsewhere.Ping(ctx, i.node, addr)
+	}
+	if peer == nil {
 		return fmt.Errorf("no reply from %s", addr)
 	}
 	return nil
 }
 
-// peer is the interface at addr as seen from i: nil when nothing is up there or the two nodes
-// cannot reach each other. The loopback address is i itself.
 // Reaches reports whether a connection from the interface to addr would get through now: addr is
-// up and its node is not cut off from this one's (a partition).
-func (i *Interface) Reaches(addr netip.Addr) bool { return i.net.peer(i, addr) != nil }
+// up here and its node is not cut off from this one's (a partition). An address another process
+// holds (Options.Elsewhere) is not asked: it does not reach.
+func (i *Interface) Reaches(addr netip.Addr) bool {
+	peer, _ := i.net.peer(i, addr)
+	return peer != nil
+}
 
-func (n *Network) peer(from *Interface, addr netip.Addr) *Interface {
+// peer is the interface at addr as seen from i: nil when nothing is up there or the two nodes
+// cannot reach each other. The loopback address is i itself. here is false when addr is not
+// attached to this network at all.
+func (n *Network) peer(from *Interface, addr netip.Addr) (to *Interface, here bool) {
 	if addr.IsLoopback() || addr == from.addr {
-		return from
+		return from, true
 	}
 	n.mu.Lock()
-	to := n.hosts[addr]
+	to = n.hosts[addr]
 	n.mu.Unlock()
-	if to == nil || (to.node != from.node && !n.opts.Reachable(from.node, to.node)) {
-		return nil
+	if to == nil {
+		return nil, false
 	}
-	return to
+	if to.node != from.node && !n.opts.Reachable(from.node, to.node) {
+		return nil, true
+	}
+	return to, true
+}
+
+// elsewhere reports whether addr, not attached here, is held by another process (Options.Elsewhere)
+// for a node that from's may reach: both ends of a connection between processes ask, each for
+// its own node's partition.
+func (n *Network) elsewhere(from *Interface, addr netip.Addr) bool {
+	if n.opts.Elsewhere == nil {
+		return false
+	}
+	node, ok := n.opts.Elsewhere.Holder(addr)
+	return ok && n.opts.Reachable(from.node, node)
 }
 
 // route maps a Service's cluster IP and port to one of its ready endpoints. isService is false
@@ -336,7 +419,7 @@ func (n *Network) route(ap netip.AddrPort) (target netip.AddrPort, isService boo
 		return p.Port == int32(ap.Port()) && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP)
 	})
 	if idx < 0 {
-		return netip.AddrPort{}, true, errRefused
+		return netip.AddrPort{}, true, ErrRefused
 	}
 	if svc.Namespace == metav1.NamespaceDefault && svc.Name == "kubernetes" && n.opts.APIServer.IsValid() {
 		return netip.AddrPortFrom(n.opts.APIServer, ap.Port()), true, nil
@@ -362,7 +445,7 @@ func (n *Network) route(ap netip.AddrPort) (target netip.AddrPort, isService boo
 		}
 	}
 	if len(targets) == 0 {
-		return netip.AddrPort{}, true, errRefused // kube-proxy rejects: the Service has no endpoints
+		return netip.AddrPort{}, true, ErrRefused // kube-proxy rejects: the Service has no endpoints
 	}
 	n.randMu.Lock()
 	defer n.randMu.Unlock()

@@ -33,6 +33,11 @@ type Spec struct {
 	Address netip.Addr
 	// KubeletPort is the port of its kubelet API it advertises (daemonEndpoints). Zero: KubeletPort.
 	KubeletPort int32
+	// OnPodCIDR puts the node's address on the pod network (InternalIP) at the first address of
+	// its pod range, where a bridge CNI puts the node's own, instead of the plan's address by
+	// index: the nodes of a shard group share one network across processes, and only their pod
+	// ranges are unique among them. Only for a node whose Node object has a pod range.
+	OnPodCIDR bool
 }
 
 // Node is one emulated node.
@@ -68,6 +73,9 @@ func (n *Node) UID() types.UID {
 // pods' hostIP, and the address its kubelet API is served on to the pods and the control plane's
 // egress. Address is what the Node object advertises.
 func (n *Node) InternalIP() netip.Addr {
+	if n.spec.OnPodCIDR && n.podCIDR.IsValid() {
+		return n.podCIDR.Addr().Next()
+	}
 	host := n.index + 1
 	return netip.AddrFrom4([4]byte{internalIPFirstOctet, byte(16 + host>>16&0x0f), byte(host >> 8), byte(host)})
 }
@@ -101,13 +109,21 @@ func (n *Node) Index() int { return n.index }
 func (n *Node) Adopted() bool { return n.adopted }
 
 // PodCIDR is the node's pod range: the API's spec.podCIDR of an adopted node that has an IPv4
-// one, else a /24 of 10.64.0.0/10, one per node.
+// one, else the plan's for its index.
 func (n *Node) PodCIDR() netip.Prefix {
 	if n.podCIDR.IsValid() {
 		return n.podCIDR
 	}
-	i := n.index
-	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(64 + i>>8&0x3f), byte(i), 0}), 24)
+	return PlanCIDR(n.index)
+}
+
+// HasPodCIDR reports whether the node's Node object gave it its pod range.
+func (n *Node) HasPodCIDR() bool { return n.podCIDR.IsValid() }
+
+// PlanCIDR is the pod range the address plan gives the node numbered index (below MaxNodes): the
+// index+1st /24 of 10.64.0.0/10.
+func PlanCIDR(index int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(64 + index>>8&0x3f), byte(index), 0}), 24)
 }
 
 // Partitioned reports whether the node is cut off from the apiserver.

@@ -11,8 +11,13 @@
 // takes it only once the annotation is clear, its own, or names a shard that is no longer live
 // (Free), as a node's kubelet starts only after the one before it stopped.
 //
-// It owns the shard's Lease, the view of the group's Leases, the rule and the hand-over's
-// protocol. It must not touch nodes or pods: the kubelet asks Owns and Free, writes the
+// Each shard also publishes on its Lease where its relay listens (RelayAnnotation), for the
+// others to reach its pods, and numbers the group's nodes that have no pod range from blocks of
+// the address plan only it may give (AllocateIndex), so that the shards' pod networks join into
+// one without two nodes sharing a range.
+//
+// It owns the shard's Lease, the view of the group's Leases, the rule, the hand-over's protocol
+// and the blocks of the plan. It must not touch nodes or pods: the kubelet asks Owns and Free, writes the
 // annotation, and is told when the assignment may have changed.
 package shards
 
@@ -40,6 +45,11 @@ import (
 
 // GroupLabel is the label of a shard's Lease that names its group.
 const GroupLabel = "restartbed.dev/shard-group"
+
+// RelayAnnotation is the annotation of a shard's Lease that says where its relay listens
+// (host:port, package relay): the other shards connect there to reach its nodes' pods. Written by
+// the shard with each renewal, read by the group's other shards.
+const RelayAnnotation = "restartbed.dev/relay"
 
 // NodeAnnotation is the annotation of a node that names the shard running it: set by the shard
 // before it takes the node over, cleared by it once it has let go.
@@ -71,6 +81,9 @@ type Options struct {
 	// until it renews. Off, a shard is a member as long as its Lease exists, renewed or not: its
 	// nodes stay its own, and go unrun while it is gone, as a node's whose kubelet died.
 	Takeover bool
+	// Relay is where this shard's relay listens (host:port), published on its Lease
+	// (RelayAnnotation); empty: the shard has none.
+	Relay string
 	// Clock drives renewals and expiry. Default: the real clock.
 	Clock clock.WithTicker
 	// Changed is called whenever the members changed, never twice at once: first by Start
@@ -88,6 +101,12 @@ type Shard struct {
 
 	changes chan struct{}
 	wg      sync.WaitGroup
+
+	// planMu guards the blocks of the address plan this shard took and the indexes it gave
+	// (plan.go).
+	planMu sync.Mutex
+	blocks []int
+	given  map[int]bool
 }
 
 // New checks the options; it starts nothing.
@@ -119,7 +138,7 @@ func New(opts Options) (*Shard, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("shards: %w", errors.Join(errs...))
 	}
-	return &Shard{opts: opts, changes: make(chan struct{}, 1)}, nil
+	return &Shard{opts: opts, changes: make(chan struct{}, 1), given: map[int]bool{}}, nil
 }
 
 // LeaseName is the name of a shard's Lease: GROUP-IDENTITY.
@@ -199,20 +218,35 @@ func (s *Shard) renew(ctx context.Context) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		spec.AcquireTime = &now
-		_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.opts.Namespace,
-			Labels: map[string]string{GroupLabel: s.opts.Group}}, Spec: spec}, metav1.CreateOptions{})
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.opts.Namespace,
+			Labels: map[string]string{GroupLabel: s.opts.Group}}, Spec: spec}
+		s.annotate(lease)
+		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
 	case err == nil:
 		if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != s.opts.Identity {
 			return fmt.Errorf("shards: the Lease %s/%s is held by %q, not by shard %q", s.opts.Namespace, name, holder, s.opts.Identity)
 		}
 		spec.AcquireTime = lease.Spec.AcquireTime
 		lease.Spec = spec
+		s.annotate(lease)
 		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("shards: the shard's Lease %s/%s: %w", s.opts.Namespace, name, err)
 	}
 	return nil
+}
+
+// annotate says on the shard's Lease where its relay listens, or that it has none.
+func (s *Shard) annotate(lease *coordinationv1.Lease) {
+	if s.opts.Relay == "" {
+		delete(lease.Annotations, RelayAnnotation)
+		return
+	}
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Annotations[RelayAnnotation] = s.opts.Relay
 }
 
 // update recomputes the members from the Leases, and calls Changed if they changed.
@@ -290,6 +324,21 @@ func (s *Shard) Free(holder string) (free bool, wait time.Duration) {
 		return true, 0
 	}
 	return false, left + time.Second/10
+}
+
+// Relay is where the named member's relay listens, as its Lease says; false when it has no
+// Lease or no relay.
+func (s *Shard) Relay(member string) (string, bool) {
+	obj, ok, err := s.leases.GetStore().GetByKey(s.opts.Namespace + "/" + LeaseName(s.opts.Group, member))
+	if err != nil || !ok {
+		return "", false
+	}
+	lease := obj.(*coordinationv1.Lease)
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != member {
+		return "", false
+	}
+	relay, ok := lease.Annotations[RelayAnnotation]
+	return relay, ok && relay != ""
 }
 
 // Owner is the member rendezvous hashing ranks first for the node: the one whose hash of

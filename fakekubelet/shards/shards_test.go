@@ -73,7 +73,7 @@ func start(t *testing.T, client *fake.Clientset, clk *testingclock.FakeClock, id
 	t.Helper()
 	m := &member{}
 	s, err := New(Options{Client: client, Group: "tpus", Identity: identity, Clock: clk, Takeover: takeover,
-		Changed: func() { m.changed.Add(1) }})
+		Relay: identity + ".relay:7000", Changed: func() { m.changed.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +116,12 @@ func TestGroup(t *testing.T) {
 				if a.Owns(n) == b.Owns(n) || a.Owner(n) != b.Owner(n) {
 					t.Fatalf("%s: a owns %t, b owns %t (owners %q, %q)", n, a.Owns(n), b.Owns(n), a.Owner(n), b.Owner(n))
 				}
+			}
+			if relay, ok := a.Relay("shard-b"); relay != "shard-b.relay:7000" || !ok {
+				t.Errorf("a reads b's relay as %q, %t; want shard-b.relay:7000", relay, ok)
+			}
+			if relay, ok := a.Relay("shard-gone"); ok {
+				t.Errorf("a reads a relay %q for a shard without a Lease", relay)
 			}
 
 			// shard-a stops renewing, as a killed process does; b's renewals tick on.
@@ -210,5 +216,50 @@ func TestFree(t *testing.T) {
 	clk.Step(wait)
 	if free, _ := a.Free("shard-b"); !free {
 		t.Errorf("a node of shard-b is not free %s after b stopped renewing", wait)
+	}
+}
+
+// Two shards number nodes from blocks of their own, never the same index, skip what the cluster
+// uses, and a shard that comes back keeps its block.
+func TestAllocateIndex(t *testing.T) {
+	client := fake.NewClientset()
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
+	a := start(t, client, clk, "shard-a", false)
+	b := start(t, client, clk, "shard-b", false)
+	const size = 3 * BlockSize
+	used := func(i int) bool { return i == 0 || i == 5 } // nodes that have these ranges already
+	given := map[int]string{}
+	for n := range BlockSize + 10 {
+		for _, s := range []*member{a, b} {
+			if n >= BlockSize-2 && s == b {
+				continue // b needs fewer than a block
+			}
+			i, err := s.AllocateIndex(context.Background(), size, used)
+			if err != nil {
+				t.Fatalf("%s's %dth index: %v", s.Identity(), n, err)
+			}
+			if used(i) {
+				t.Fatalf("%s gave index %d, which a node has", s.Identity(), i)
+			}
+			if other, ok := given[i]; ok {
+				t.Fatalf("%s gave index %d, which %s gave", s.Identity(), i, other)
+			}
+			given[i] = s.Identity()
+		}
+	}
+	// a holds blocks 0 and 2 (b took 1); every block is taken now.
+	if _, err := b.AllocateIndex(context.Background(), size, func(i int) bool { return true }); err == nil || !strings.Contains(err.Error(), "every block") {
+		t.Errorf("b with its block full: %v, want every block taken", err)
+	}
+	b.ReleaseIndex(BlockSize + 3)
+	if i, err := b.AllocateIndex(context.Background(), size, used); err != nil || i != BlockSize+3 {
+		t.Errorf("after ReleaseIndex(%d): %d, %v", BlockSize+3, i, err)
+	}
+	// b restarts: it finds its block again, and what its nodes have is used.
+	b.cancel()
+	b.Wait()
+	b = start(t, client, clk, "shard-b", false)
+	if i, err := b.AllocateIndex(context.Background(), size, func(i int) bool { return given[i] != "" }); err != nil || i/BlockSize != 1 {
+		t.Errorf("b after its restart gave %d, %v; want an index of its block 1", i, err)
 	}
 }

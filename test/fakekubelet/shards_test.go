@@ -3,6 +3,7 @@ package fakekubelet
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/restartbed/restartbed/fakekubelet"
 	"github.com/restartbed/restartbed/fakekubelet/shards"
+	"github.com/restartbed/restartbed/test/builders"
 	"github.com/restartbed/restartbed/test/specs"
 )
 
@@ -162,6 +164,111 @@ var _ = Describe("Shards", Label("nodes"), func() {
 			g.Expect(a.NodeNames()).To(ContainElement(held))
 			g.Expect(annotation(g, held)).To(Equal("a"))
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
+	It("join their pod networks: pods on different shards ping each other and connect by hostname, and a partition cuts a node off from every shard", func(ctx context.Context) {
+		const group = "net"
+		ns := newNamespace(ctx)
+		// Two nodes for each of three shards, as the rule deals them; KWOK's manifests have no
+		// pod range, so the shards give each one from the address plan.
+		members := []string{"a", "b", "c"}
+		per := map[string][]string{}
+		for i := 0; len(per["a"]) < 2 || len(per["b"]) < 2 || len(per["c"]) < 2; i++ {
+			name := fmt.Sprintf("%s-%d", group, i)
+			if owner := shards.Owner(members, name); len(per[owner]) < 2 {
+				per[owner] = append(per[owner], createShardNode(ctx, group, name, nil))
+			}
+		}
+		kubelets := map[string]*fakekubelet.Kubelet{}
+		for _, m := range members {
+			kubelets[m] = startShard(ctx, group, m, false)
+		}
+		Eventually(func(g Gomega) {
+			for _, m := range members {
+				g.Expect(kubelets[m].NodeNames()).To(ConsistOf(per[m]), "shard %s's nodes", m)
+			}
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+
+		By("each node has a pod range of its own, written by its shard")
+		cidrs, rangeOf := map[string]string{}, map[string]string{}
+		for _, m := range members {
+			for _, name := range per[m] {
+				var node corev1.Node
+				Expect(k8s.Get(ctx, client.ObjectKey{Name: name}, &node)).To(Succeed())
+				Expect(node.Spec.PodCIDR).NotTo(BeEmpty(), "%s's pod range", name)
+				Expect(cidrs).NotTo(HaveKey(node.Spec.PodCIDR), "%s and %s share a pod range", name, cidrs[node.Spec.PodCIDR])
+				cidrs[node.Spec.PodCIDR], rangeOf[name] = name, node.Spec.PodCIDR
+			}
+		}
+
+		By("a pod on each shard's first node, named in a headless Service")
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "peers", Namespace: ns},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "peer"},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}}}
+		Expect(k8s.Create(ctx, svc)).To(Succeed())
+		for _, m := range members {
+			pod := builders.MakePod("peer-"+m, ns).RestartPolicy(corev1.RestartPolicyAlways).
+				Container(corev1.Container{Name: "web", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
+					Command: []string{"/agnhost", "serve-hostname", "--http", "--port", "8080"}}).
+				Container(builders.MakeContainer("shell").Shell("sleep 3600").Obj()).Obj()
+			pod.Labels = map[string]string{"app": "peer"}
+			pod.Spec.Hostname, pod.Spec.Subdomain, pod.Spec.NodeName = "peer-"+m, "peers", per[m][0]
+			pod.Spec.Tolerations = []corev1.Toleration{{Key: shardLabel, Operator: corev1.TolerationOpExists}}
+			Expect(k8s.Create(ctx, pod)).To(Succeed())
+		}
+		pods := map[string]*corev1.Pod{}
+		Eventually(func(g Gomega) {
+			for _, m := range members {
+				var pod corev1.Pod
+				g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "peer-" + m}, &pod)).To(Succeed())
+				g.Expect(specs.Condition(&pod, corev1.PodReady)).NotTo(BeNil())
+				g.Expect(specs.Condition(&pod, corev1.PodReady).Status).To(Equal(corev1.ConditionTrue), "peer-%s is not ready", m)
+				pods[m] = &pod
+			}
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		for _, m := range members {
+			cidr := netip.MustParsePrefix(rangeOf[pods[m].Spec.NodeName])
+			Expect(cidr.Contains(netip.MustParseAddr(pods[m].Status.PodIP))).To(BeTrue(), "peer-%s's IP %s is outside its node's range %s", m, pods[m].Status.PodIP, cidr)
+			Expect(pods[m].Status.HostIP).To(Equal(cidr.Addr().Next().String()), "peer-%s's host IP", m)
+		}
+
+		// run runs a command in the shell container of member m's pod.
+		run := func(m string, argv ...string) (int, string) {
+			code, out, err := kubelets[m].Exec(ctx, ns, "peer-"+m, "shell", argv)
+			Expect(err).NotTo(HaveOccurred())
+			return code, out
+		}
+		By("every pod pings every other by hostname and fetches its page, across the shards")
+		for _, from := range members {
+			for _, to := range members {
+				if from == to {
+					continue
+				}
+				host := "peer-" + to + ".peers"
+				Eventually(func() int { code, _ := run(from, "ping", "-c", "1", "-W", "2", host); return code }).
+					WithTimeout(Timeout).WithPolling(Interval).Should(BeZero(), "peer-%s pings %s", from, host)
+				code, out := run(from, "wget", "-qO-", "http://"+host+":8080/")
+				Expect(code).To(BeZero(), "peer-%s fetches from %s: %s", from, host, out)
+				Expect(out).To(Equal("peer-"+to), "peer-%s fetches from %s", from, host)
+				code, out = run(from, "ping", "-c", "1", "-W", "2", pods[to].Status.HostIP)
+				Expect(code).To(BeZero(), "peer-%s pings peer-%s's node at %s: %s", from, to, pods[to].Status.HostIP, out)
+			}
+		}
+
+		By("b's node is partitioned: no shard reaches its pod, and it reaches none")
+		Expect(kubelets["b"].FailNode(per["b"][0])).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { _ = kubelets["b"].RecoverNode(ctx, per["b"][0]) })
+		for _, from := range []string{"a", "c"} {
+			code, out := run(from, "ping", "-c", "1", "-W", "1", pods["b"].Status.PodIP)
+			Expect(code).NotTo(BeZero(), "peer-%s pings the partitioned pod: %s", from, out)
+			code, out = run(from, "wget", "-qO-", "-T", "2", "http://"+pods["b"].Status.PodIP+":8080/")
+			Expect(code).NotTo(BeZero(), "peer-%s connects to the partitioned pod: %s", from, out)
+		}
+		code, out := run("b", "ping", "-c", "1", "-W", "1", pods["a"].Status.PodIP)
+		Expect(code).NotTo(BeZero(), "the partitioned pod pings peer-a: %s", out)
+		Expect(kubelets["b"].RecoverNode(ctx, per["b"][0])).To(Succeed())
+		Eventually(func() int { code, _ := run("a", "ping", "-c", "1", "-W", "1", pods["b"].Status.PodIP); return code }).
+			WithTimeout(Timeout).WithPolling(Interval).Should(BeZero(), "peer-a pings peer-b once its node recovered")
 	})
 })
 

@@ -11,7 +11,7 @@ const module = "github.com/restartbed/restartbed/"
 // fakekubeletLayers are fakekubelet's packages from the bottom up: each may import only those
 // before it (docs/fakekubelet.md, "Running pods"). A new package goes where its imports put it.
 var fakekubeletLayers = []string{
-	"fakekubelet/container", "fakekubelet/kubeletconfig", "fakekubelet/shards", "fakekubelet/token", "fakekubelet/release", "fakekubelet/images", "fakekubelet/vfs", "fakekubelet/logs", "fakekubelet/network", "fakekubelet/network/networktest",
+	"fakekubelet/container", "fakekubelet/kubeletconfig", "fakekubelet/shards", "fakekubelet/token", "fakekubelet/release", "fakekubelet/images", "fakekubelet/vfs", "fakekubelet/logs", "fakekubelet/network", "fakekubelet/network/networktest", "fakekubelet/relay",
 	"fakekubelet/restart", "fakekubelet/status", "fakekubelet/podactions", "fakekubelet/prober",
 	"fakekubelet/shell", "fakekubelet/knownimages", "fakekubelet/program", "fakekubelet/hostproc", "fakekubelet/runtime", "fakekubelet/pleg", "fakekubelet/server", "fakekubelet/cri",
 	"fakekubelet/nodes",
