@@ -123,9 +123,8 @@ func (k *Kubelet) syncManaged(ctx context.Context, name string) error {
 	case !wanted && have != nil && have.Adopted():
 		k.letGo(ctx, name)
 	}
-	if k.shard != nil && !wanted && node != nil && node.DeletionTimestamp == nil && k.nodes.Get(name) == nil &&
-		node.Annotations[shards.NodeAnnotation] == k.shard.Identity() {
-		return k.unclaim(ctx, node)
+	if k.shard != nil && !wanted && k.nodes.Get(name) == nil {
+		return k.unclaim(ctx, name, node)
 	}
 	return nil
 }
@@ -169,13 +168,19 @@ func (k *Kubelet) claim(ctx context.Context, node *corev1.Node) (*corev1.Node, e
 	return written, err
 }
 
-// unclaim clears this shard's name from a node it has let go, for the next shard to take it,
-// once the node's pods are torn down: until then their workers may still write their status.
-func (k *Kubelet) unclaim(ctx context.Context, node *corev1.Node) error {
-	for _, pod := range k.pods.onNode(node.Name) {
+// unclaim finishes letting go of a node this shard does not run (node: as the API has it, nil
+// once deleted), once its pods are torn down — until then their workers may still write their
+// status: their pods leave the store, and this shard's name leaves the node's annotation, for
+// the next shard to take it.
+func (k *Kubelet) unclaim(ctx context.Context, name string, node *corev1.Node) error {
+	for _, pod := range k.pods.onNode(name) {
 		if k.pods.known(pod.UID) != nil {
 			return handOver{holder: k.shard.Identity(), wait: handOverPoll}
 		}
+	}
+	k.pods.watch.forgetNode(name)
+	if node == nil || node.DeletionTimestamp != nil || node.Annotations[shards.NodeAnnotation] != k.shard.Identity() {
+		return nil
 	}
 	_, err := k.annotateShard(ctx, node, "", netip.Prefix{})
 	return err
@@ -241,6 +246,10 @@ func (k *Kubelet) adopt(ctx context.Context, node *corev1.Node) error {
 		return err
 	}
 	k.setServing(n.Name(), serving)
+	if k.shard != nil {
+		// Its pods come with the watch's list.
+		k.pods.watch.watchNode(ctx, n.Name())
+	}
 	for _, pod := range k.pods.onNode(n.Name()) {
 		k.pods.queue.Add(pod.UID)
 	}
@@ -255,6 +264,10 @@ func (k *Kubelet) letGo(ctx context.Context, name string) {
 		return
 	}
 	k.closeServing(name)
+	if k.shard != nil {
+		// Its pods stay in the store for their workers to tear down; unclaim forgets them.
+		k.pods.watch.stopNode(name)
+	}
 	k.images.ForgetNode(name) // a node adopted again under the name is another machine
 	k.events.forgetNode(name)
 	for _, pod := range k.pods.onNode(name) {

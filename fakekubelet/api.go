@@ -36,9 +36,6 @@ import (
 // nodes subresource before proxy; on by default in every supported release.
 const GateFineGrainedAuthz = "KubeletFineGrainedAuthz"
 
-// nodeIndex indexes the pod informer by the node a pod is bound to.
-const nodeIndex = "restartbed-node"
-
 // The kubelet's defaults for what /configz reports (pkg/kubelet/apis/config/v1beta1/defaults.go).
 const (
 	authnCacheTTL      = 2 * time.Minute
@@ -75,7 +72,7 @@ func (k *Kubelet) newAPIServer() (*server.Server, error) {
 		return nil, fmt.Errorf("fakekubelet: the kubelet API's authorizer: %w", err)
 	}
 	fineGrained, set := k.opts.FeatureGates[GateFineGrainedAuthz]
-	indexer := k.pods.informer.GetIndexer()
+	indexer := k.pods.watch.store
 	srv, err := server.New(server.Options{
 		Runtime:          k.rt,
 		Authenticator:    authn,

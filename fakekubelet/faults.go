@@ -17,7 +17,7 @@ func (k *Kubelet) pod(namespace, name string) (*corev1.Pod, error) {
 	if k.pods == nil {
 		return nil, fmt.Errorf("fakekubelet: not started")
 	}
-	obj, exists, err := k.pods.informer.GetIndexer().GetByKey(namespace + "/" + name)
+	obj, exists, err := k.pods.watch.store.GetByKey(namespace + "/" + name)
 	if err != nil || !exists {
 		return nil, fmt.Errorf("pod %s/%s: not found", namespace, name)
 	}

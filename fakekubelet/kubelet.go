@@ -386,13 +386,13 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		return err
 	}
 	p.status = k.status
-	informer := factory.Core().V1().Pods().Informer()
-	if err := informer.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
-		return []string{string(obj.(*corev1.Pod).UID)}, nil
-	}, nodeIndex: podsByNode, sourceIndex: podSources}); err != nil {
+	// A shard watches its nodes' pods, each node's on its own; a kubelet of its own nodes, every pod.
+	if k.opts.Shard != nil {
+		p.watch = watchNodesPods(k.client, func(f func()) { k.wg.Go(f) })
+	} else if p.watch, err = watchAllPods(factory); err != nil {
 		return fmt.Errorf("fakekubelet: pod index: %w", err)
 	}
-	p.informer = informer
+	p.watch.onPod = p.onPod
 	v := version.MustParseSemantic(k.opts.KubeletVersion) // checked by Options.complete
 	k.rt, err = runtime.New(runtime.Options{Clock: k.clock, Programs: k.programs, ImageCommands: k.opts.ImageCommands, Host: k.opts.HostBinaries, ControlPlane: k.opts.ControlPlaneAddr, Network: k.network, Sources: sources, Notify: p.changed,
 		ProbeUserAgent: fmt.Sprintf("kube-probe/%d.%d", v.Major(), v.Minor()),
@@ -420,8 +420,10 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 			p.events.container(pod, c, corev1.EventTypeWarning, eventUnhealthy, format, args...)
 		}})
 	k.pods = p
-	if _, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.onPod}); err != nil {
-		return err
+	if k.opts.Shard == nil {
+		if _, err = factory.Core().V1().Pods().Informer().AddEventHandler(p.watch.handle(true)); err != nil {
+			return err
+		}
 	}
 	k.wg.Go(func() { k.renewTokens(ctx, tokens) })
 	k.wg.Go(func() { p.pleg.Run(ctx) })

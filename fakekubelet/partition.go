@@ -48,13 +48,12 @@ func (p *pods) cutOff(uid types.UID) bool {
 	return ok
 }
 
-// onNode returns the pods of the informer bound to the node.
+// onNode returns the pods of the store bound to the node.
 func (p *pods) onNode(name string) []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, obj := range p.informer.GetStore().List() {
-		if pod := obj.(*corev1.Pod); pod.Spec.NodeName == name {
-			out = append(out, pod)
-		}
+	objs, _ := p.watch.store.ByIndex(nodeIndex, name) // fails only for an index the store lacks
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, obj := range objs {
+		out = append(out, obj.(*corev1.Pod))
 	}
 	return out
 }

@@ -43,9 +43,6 @@ const podWorkerCount = 8
 // concurrency, at which restartbed bench measures the control plane's write bound.
 const StatusWorkers = 16
 
-// uidIndex indexes the pod informer by UID: runtime events name pods by UID.
-const uidIndex = "restartbed-uid"
-
 // podState is the kubelet's in-memory state of one pod: what a restart of the kubelet loses.
 type podState struct {
 	// reasons is the reason cache: why a container is held back (CrashLoopBackOff).
@@ -96,13 +93,14 @@ type pods struct {
 	changeStatusOnRestart bool
 	rt                    *runtime.Runtime
 	// pleg is the runtime as the pod workers see it: the last relist's.
-	pleg     *pleg.PLEG
-	prober   *prober.Manager
-	status   *status.Manager
-	informer cache.SharedIndexInformer
-	queue    workqueue.TypedDelayingInterface[types.UID]
-	nodes    *nodes.Set
-	events   *events
+	pleg   *pleg.PLEG
+	prober *prober.Manager
+	status *status.Manager
+	// watch feeds the pods of the API into its store (podwatch.go).
+	watch  *podWatch
+	queue  workqueue.TypedDelayingInterface[types.UID]
+	nodes  *nodes.Set
+	events *events
 	// sources give the ConfigMaps and Secrets containers' environments refer to.
 	sources runtime.Sources
 	// tokens is the token cache the sources' tokens come from; a deleted pod's are dropped.
@@ -142,7 +140,7 @@ func (p *pods) onPod(obj any) {
 
 // lookup returns the pod with the UID from the informer, or nil once it left the API.
 func (p *pods) lookup(uid types.UID) *corev1.Pod {
-	objs, err := p.informer.GetIndexer().ByIndex(uidIndex, string(uid))
+	objs, err := p.watch.store.ByIndex(uidIndex, string(uid))
 	if err != nil || len(objs) == 0 {
 		return nil
 	}

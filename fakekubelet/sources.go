@@ -88,7 +88,7 @@ func (k *Kubelet) refreshVolumesOn(factory informers.SharedInformerFactory) erro
 				return
 			}
 			// Only the pods that project it, through the index: never a scan of every pod.
-			objs, _ := k.pods.informer.GetIndexer().ByIndex(sourceIndex, sourceKey(kind, meta.GetNamespace(), meta.GetName())) // fails only for an index the informer lacks, and it has this one
+			objs, _ := k.pods.watch.store.ByIndex(sourceIndex, sourceKey(kind, meta.GetNamespace(), meta.GetName())) // fails only for an index the store lacks, and it has this one
 			for _, o := range objs {
 				if pod := o.(*corev1.Pod); k.nodes.Get(pod.Spec.NodeName) != nil {
 					k.pods.remount(pod.UID)

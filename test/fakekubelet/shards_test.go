@@ -227,6 +227,9 @@ var _ = Describe("Shards", Label("nodes"), func() {
 			}
 		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 		for _, m := range members {
+			// A shard watches its nodes' pods, not the suite's others.
+			_, held := kubelets[m].PodWatch()
+			Expect(held).To(Equal(1), "shard %s holds %d pods; its nodes run peer-%s alone", m, held, m)
 			cidr := netip.MustParsePrefix(rangeOf[pods[m].Spec.NodeName])
 			Expect(cidr.Contains(netip.MustParseAddr(pods[m].Status.PodIP))).To(BeTrue(), "peer-%s's IP %s is outside its node's range %s", m, pods[m].Status.PodIP, cidr)
 			Expect(pods[m].Status.HostIP).To(Equal(cidr.Addr().Next().String()), "peer-%s's host IP", m)
@@ -269,6 +272,59 @@ var _ = Describe("Shards", Label("nodes"), func() {
 		Expect(kubelets["b"].RecoverNode(ctx, per["b"][0])).To(Succeed())
 		Eventually(func() int { code, _ := run("a", "ping", "-c", "1", "-W", "1", pods["b"].Status.PodIP); return code }).
 			WithTimeout(Timeout).WithPolling(Interval).Should(BeZero(), "peer-a pings peer-b once its node recovered")
+	})
+
+	It("with takeover, start a killed shard's pods anew on the live shards, at the same addresses", func(ctx context.Context) {
+		const group = "revive"
+		ns := newNamespace(ctx)
+		var ofA, ofB string
+		for i := 0; ofA == "" || ofB == ""; i++ {
+			name := fmt.Sprintf("%s-%d", group, i)
+			switch owner := shards.Owner([]string{"a", "b"}, name); {
+			case owner == "a" && ofA == "":
+				ofA = createShardNode(ctx, group, name, nil)
+			case owner == "b" && ofB == "":
+				ofB = createShardNode(ctx, group, name, nil)
+			}
+		}
+		a, b := startShard(ctx, group, "a", true), startShard(ctx, group, "b", true)
+		Eventually(func(g Gomega) {
+			g.Expect(a.NodeNames()).To(ConsistOf(ofA))
+			g.Expect(b.NodeNames()).To(ConsistOf(ofB))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		for name, node := range map[string]string{"near": ofA, "far": ofB} {
+			pod := builders.MakePod(name, ns).RestartPolicy(corev1.RestartPolicyAlways).
+				Container(builders.MakeContainer("main").Shell("sleep 3600").Obj()).Obj()
+			pod.Spec.NodeName = node
+			pod.Spec.Tolerations = []corev1.Toleration{{Key: shardLabel, Operator: corev1.TolerationOpExists}}
+			Expect(k8s.Create(ctx, pod)).To(Succeed())
+		}
+		running := func(g Gomega, name string) *corev1.Pod {
+			var pod corev1.Pod
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod)).To(Succeed())
+			st := specs.ContainerStatus(&pod, "main")
+			g.Expect(st).NotTo(BeNil())
+			g.Expect(st.State.Running).NotTo(BeNil(), "%s's container", name)
+			return &pod
+		}
+		var before *corev1.Pod
+		Eventually(func(g Gomega) {
+			running(g, "near")
+			before = running(g, "far")
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+
+		By("b stops, as a killed process; once its Lease expires, a runs its node and the pod's container anew")
+		b.Stop()
+		Eventually(func(g Gomega) {
+			g.Expect(a.NodeNames()).To(ConsistOf(ofA, ofB))
+			after := running(g, "far")
+			g.Expect(specs.ContainerStatus(after, "main").ContainerID).NotTo(Equal(specs.ContainerStatus(before, "main").ContainerID), "the container that ran under b")
+			g.Expect(after.Status.PodIP).To(Equal(before.Status.PodIP))
+			g.Expect(after.Status.HostIP).To(Equal(before.Status.HostIP))
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		code, out, err := a.Exec(ctx, ns, "near", "main", []string{"ping", "-c", "1", "-W", "1", before.Status.PodIP})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(BeZero(), "near pings far, both on a now: %s", out)
 	})
 })
 
