@@ -52,6 +52,9 @@ func (k *Kubelet) manageNodes(ctx context.Context, informer cache.SharedIndexInf
 		return fmt.Errorf("fakekubelet: watching the nodes to manage: %w", err)
 	}
 	if s := k.opts.Shard; s != nil {
+		if err := k.declareGroupNodes(ctx); err != nil {
+			return err
+		}
 		relayAddr, err := k.serveRelay(ctx)
 		if err != nil {
 			return err
@@ -101,6 +104,22 @@ func (k *Kubelet) manageNodes(ctx context.Context, informer cache.SharedIndexInf
 			queue.Done(name)
 		}
 	})
+	return nil
+}
+
+// declareGroupNodes creates the nodes of the shard's group (Options.Pools) that do not exist
+// yet, as a provisioner declares them; the group's shards create them alike, and a node another
+// shard created first is left as it is.
+func (k *Kubelet) declareGroupNodes(ctx context.Context) error {
+	for _, spec := range k.groupNodes {
+		if _, err := k.nodeLister.Get(spec.Name); err == nil {
+			continue
+		}
+		_, err := k.client.CoreV1().Nodes().Create(ctx, nodes.Declared(spec), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("fakekubelet: declaring the group's node %s: %w", spec.Name, err)
+		}
+	}
 	return nil
 }
 

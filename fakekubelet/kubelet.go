@@ -77,6 +77,8 @@ type Kubelet struct {
 	servingMu sync.Mutex
 	serving   map[string]*nodeServing
 
+	// groupNodes are the nodes of a shard's group that it declares (Options.Shard with Pools).
+	groupNodes []nodes.Spec
 	// shard is the kubelet's place in its group (Options.Shard), or nil; set before the
 	// managed nodes are synced.
 	shard *shards.Shard
@@ -126,9 +128,17 @@ func New(opts Options) (*Kubelet, error) {
 		labels[PoolLabel] = pool.Name
 		capacity := DefaultCapacity()
 		maps.Copy(capacity, pool.Capacity)
+		if opts.Shard != nil {
+			labels[shards.GroupLabel] = opts.Shard.Group
+		}
 		for i := range pool.Count {
 			specs = append(specs, nodes.Spec{Name: pool.NodeName(i), Labels: labels, Capacity: capacity, Taints: pool.Taints})
 		}
+	}
+	var groupNodes []nodes.Spec
+	if opts.Shard != nil {
+		// A shard registers none: it declares its group's nodes, and the group takes them over.
+		groupNodes, specs = specs, nil
 	}
 	var admin nodes.Client
 	if opts.NodeIdentities {
@@ -140,7 +150,7 @@ func New(opts Options) (*Kubelet, error) {
 		return nil, fmt.Errorf("fakekubelet: %w", err)
 	}
 	return &Kubelet{opts: opts, client: client, ids: ids, clock: opts.Clock, programs: programs, release: rel, nodes: set,
-		images: imgs, serving: map[string]*nodeServing{}, configs: map[string]kubeletconfig.Settings{}}, nil
+		groupNodes: groupNodes, images: imgs, serving: map[string]*nodeServing{}, configs: map[string]kubeletconfig.Settings{}}, nil
 }
 
 // NodeNames lists the nodes in registration order.

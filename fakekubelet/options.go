@@ -19,6 +19,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet/hostproc"
 	"github.com/restartbed/restartbed/fakekubelet/images"
 	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/fakekubelet/shards"
 	"github.com/restartbed/restartbed/internal/pki"
 	"github.com/restartbed/restartbed/timing"
 )
@@ -147,8 +148,10 @@ type Options struct {
 	KubeletConfigFile string
 	// Shard makes the kubelet one of a group of processes that share the managed nodes (Manage;
 	// package shards): it takes over only the nodes the group's rule gives it, and lets go of
-	// those the rule gives another shard, as shards join and leave. It needs Manage and no
-	// Pools. Nil: every managed node is this kubelet's.
+	// those the rule gives another shard, as shards join and leave. With Pools instead of
+	// Manage, the pools' nodes are the group's: each shard creates those that do not exist yet
+	// (as a provisioner declares nodes: labelled shards.GroupLabel, with the pool's labels,
+	// taints and capacity) and the group shares them. Nil: every managed node is this kubelet's.
 	Shard *ShardOptions
 }
 
@@ -247,14 +250,22 @@ func (o *Options) complete() error {
 	if err := o.Timing.Validate(); err != nil {
 		return fmt.Errorf("fakekubelet: %w", err)
 	}
+	if sh := o.Shard; sh != nil {
+		switch {
+		case len(o.Pools) > 0 && !o.Manage.IsZero():
+			return errors.New("fakekubelet: Options.Shard: a shard runs its share of its group's nodes (Options.Pools) or of the nodes it takes over (Options.Manage), not both")
+		case len(o.Pools) == 0 && o.Manage.IsZero():
+			return errors.New("fakekubelet: Options.Shard: a shard needs nodes: its group's (Options.Pools) or those it takes over (Options.Manage)")
+		case len(o.Pools) > 0:
+			// The group's nodes carry its name, and its shards take over those.
+			o.Manage = ManagedNodes{Labels: labels.SelectorFromSet(labels.Set{shards.GroupLabel: sh.Group})}
+		}
+	}
 	if len(o.Pools) == 0 && o.Manage.IsZero() {
 		o.Pools = DefaultPools()
 	}
 	if err := o.Manage.Validate(); err != nil {
 		return err
-	}
-	if o.Shard != nil && (o.Manage.IsZero() || len(o.Pools) > 0) {
-		return errors.New("fakekubelet: Options.Shard: a shard runs its share of the managed nodes (Options.Manage), and registers none of its own (Options.Pools)")
 	}
 	if a := o.API; a != nil && a.Listen.IsValid() {
 		if !a.Advertise.IsValid() {

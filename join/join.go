@@ -47,8 +47,8 @@ type Options struct {
 	Pools []fakekubelet.NodePool
 	// Manage chooses the existing nodes to take over.
 	Manage fakekubelet.ManagedNodes
-	// Shard shares the nodes taken over with the other processes of a group
-	// (fakekubelet.Options.Shard).
+	// Shard shares the nodes taken over, or the group's nodes of Pools, with the other
+	// processes of a group (fakekubelet.Options.Shard).
 	Shard *fakekubelet.ShardOptions
 	// Programs and Builtins as in fakekubelet.Options; AllowHostBinaries lets Programs name host
 	// executables (root only).

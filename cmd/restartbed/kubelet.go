@@ -88,8 +88,10 @@ Many processes share the nodes taken over: each with --shard-group NAME (and a -
 its own, stable across its restarts: default the host's name, as a StatefulSet pod's) holds a
 Lease in kube-node-lease and runs the nodes the group's rule gives it; a shard that stops keeps
 its nodes, which go NotReady, unless the others run with --takeover and adopt them once its
-Lease expires. The shards' pods are on one network: each shard relays the others' connections
-to its pods on --relay-port, at --bind-address.
+Lease expires. With --nodes instead of --manage-..., the nodes POOL-0 ... are the group's: each
+shard creates those that do not exist yet and the group shares them. The shards' pods are on one
+network: each shard relays the others' connections to its pods on --relay-port, at
+--bind-address.
 
 Its nodes write as this process's identity (config/kubelet/rbac.yaml), or with --node-identities
 each as system:node:NAME, as the cluster's Node authorizer and NodeRestriction expect of kubelets
@@ -134,7 +136,7 @@ node losing power would. See docs/join.md.`,
 		"a container without a command runs its image's entrypoint and default command when restartbed knows the image (docs/images.md); false: it runs until stopped")
 	fs.StringVar(&f.from, "from", "", "a scenario file whose nodes, timing, feature gates, programs and images to use (its objects and steps are not)")
 	fs.StringVar(&f.shardGroup, "shard-group", "",
-		"share the nodes taken over (--manage-...) with the other processes of this group: each runs the nodes the group's rule gives it (docs/join.md)")
+		"share the nodes taken over (--manage-...) or the group's nodes (--nodes) with the other processes of this group: each runs the nodes the group's rule gives it (docs/join.md)")
 	fs.StringVar(&f.shardName, "shard-name", "", "this process's name in its --shard-group, stable across its restarts (default: the host's name)")
 	fs.BoolVar(&f.takeover, "takeover", false,
 		"with --shard-group: adopt the nodes of a shard whose Lease expired, until it comes back; without, they stay its and go NotReady")
@@ -402,8 +404,9 @@ func shardFromFlags(f kubeletFlags) (*fakekubelet.ShardOptions, error) {
 	if f.relayPort < 0 || f.relayPort > 65535 {
 		return nil, fmt.Errorf("--relay-port must be a port number, got %d", f.relayPort)
 	}
-	if f.nodes > 0 || (!f.manageAll && f.manageSingle == "" && f.manageAnnotations == "" && f.manageLabels == "") {
-		return nil, errors.New("--shard-group: a shard runs its share of the nodes it takes over (--manage-...), and registers none (--nodes)")
+	manages := f.manageAll || f.manageSingle != "" || f.manageAnnotations != "" || f.manageLabels != ""
+	if (f.nodes > 0) == manages {
+		return nil, errors.New("--shard-group: a shard runs its share of the group's nodes (--nodes, created by the first shard that starts) or of the nodes it takes over (--manage-...): give one of them")
 	}
 	name := f.shardName
 	if name == "" {

@@ -69,6 +69,11 @@ func TestShardFlags(t *testing.T) {
 	if s := opts.Shard; s == nil || s.Group != "tpus" || s.Identity != "shard-0" || !s.Takeover || s.Relay.Port() != 10260 {
 		t.Errorf("shard: %+v", opts.Shard)
 	}
+	group := kubeletTestFlags()
+	group.nodes, group.shardGroup = 4, "tpus"
+	if opts, err := joinOptions(group); err != nil || opts.Shard == nil || len(opts.Pools) != 1 || opts.Pools[0].Count != 4 {
+		t.Errorf("the group's nodes: %+v, %v", opts, err)
+	}
 	host := kubeletTestFlags()
 	host.manageAll, host.shardGroup = true, "tpus"
 	if opts, err := joinOptions(host); err != nil || opts.Shard == nil || opts.Shard.Identity == "" {
@@ -79,8 +84,8 @@ func TestShardFlags(t *testing.T) {
 		want string
 	}{
 		"takeover alone":          {func(f *kubeletFlags) { f.manageAll, f.takeover = true, true }, "give --shard-group"},
-		"a shard registering":     {func(f *kubeletFlags) { f.nodes, f.shardGroup = 2, "tpus" }, "registers none (--nodes)"},
-		"a shard of no nodes":     {func(f *kubeletFlags) { f.shardGroup = "tpus" }, "a shard runs its share of the nodes it takes over"},
+		"a shard of both kinds":   {func(f *kubeletFlags) { f.nodes, f.manageAll, f.shardGroup = 2, true, "tpus" }, "give one of them"},
+		"a shard of no nodes":     {func(f *kubeletFlags) { f.shardGroup = "tpus" }, "a shard runs its share of the group's nodes (--nodes"},
 		"a group that is no name": {func(f *kubeletFlags) { f.manageAll, f.shardGroup = true, "TPUs" }, `--shard-group "TPUs"`},
 		"a relay port that is none": {func(f *kubeletFlags) { f.manageAll, f.shardGroup, f.relayPort = true, "tpus", 70000 },
 			"--relay-port must be a port number, got 70000"},

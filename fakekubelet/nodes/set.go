@@ -323,47 +323,57 @@ func (s *Set) ensureLease(ctx context.Context, n *Node, uid types.UID) error {
 	return nil
 }
 
-// object builds the Node a kubelet registers, status included (nodes may set status on create).
-func (s *Set) object(n *Node) *corev1.Node {
+// Declared is the Node object of spec as a provisioner declares one for a kubelet to take over
+// (KWOK's node manifests): its name, the labels every node has and spec's, its taints, capacity
+// and allocatable; nothing a kubelet writes.
+func Declared(spec Spec) *corev1.Node {
 	labels := map[string]string{
-		corev1.LabelHostname:      n.Name(),
+		corev1.LabelHostname:      spec.Name,
 		corev1.LabelOSStable:      "linux",
 		corev1.LabelArchStable:    "amd64",
 		"beta.kubernetes.io/os":   "linux",
 		"beta.kubernetes.io/arch": "amd64",
 	}
-	maps.Copy(labels, n.spec.Labels)
+	maps.Copy(labels, spec.Labels)
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: slices.Clone(spec.Taints)},
+		Status:     corev1.NodeStatus{Capacity: spec.Capacity.DeepCopy(), Allocatable: spec.Capacity.DeepCopy()},
+	}
+}
+
+// object builds the Node a kubelet registers, status included (nodes may set status on create).
+func (s *Set) object(n *Node) *corev1.Node {
+	node := Declared(n.spec)
 	now := metav1.NewTime(s.opts.Clock.Now())
 	cidr := n.PodCIDR().String()
+	node.Spec.PodCIDR, node.Spec.PodCIDRs = cidr, []string{cidr}
 	index := n.index
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name(), Labels: labels},
-		Spec:       corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}, Taints: slices.Clone(n.spec.Taints)},
-		Status: corev1.NodeStatus{
-			Capacity:    n.spec.Capacity.DeepCopy(),
-			Allocatable: n.spec.Capacity.DeepCopy(),
-			Phase:       corev1.NodeRunning,
-			Conditions:  healthyConditions(now),
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: n.Address().String()},
-				{Type: corev1.NodeHostName, Address: n.Name()},
-			},
-			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: n.KubeletPort()}},
-			NodeInfo: corev1.NodeSystemInfo{
-				MachineID:               fmt.Sprintf("%032x", index+1),
-				SystemUUID:              fmt.Sprintf("00000000-0000-0000-0000-%012x", index+1),
-				BootID:                  fmt.Sprintf("boot-%d", index),
-				KernelVersion:           kernelVersion,
-				OSImage:                 osImage,
-				ContainerRuntimeVersion: containerRuntimeName + s.opts.KubeletVersion,
-				KubeletVersion:          s.opts.KubeletVersion,
-				OperatingSystem:         "linux",
-				Architecture:            "amd64",
-			},
-			DeclaredFeatures: slices.Clone(s.opts.DeclaredFeatures),
-			Images:           s.images(n),
+	node.Status = corev1.NodeStatus{
+		Capacity:    n.spec.Capacity.DeepCopy(),
+		Allocatable: n.spec.Capacity.DeepCopy(),
+		Phase:       corev1.NodeRunning,
+		Conditions:  healthyConditions(now),
+		Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: n.Address().String()},
+			{Type: corev1.NodeHostName, Address: n.Name()},
 		},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: n.KubeletPort()}},
+		NodeInfo: corev1.NodeSystemInfo{
+			MachineID:               fmt.Sprintf("%032x", index+1),
+			SystemUUID:              fmt.Sprintf("00000000-0000-0000-0000-%012x", index+1),
+			BootID:                  fmt.Sprintf("boot-%d", index),
+			KernelVersion:           kernelVersion,
+			OSImage:                 osImage,
+			ContainerRuntimeVersion: containerRuntimeName + s.opts.KubeletVersion,
+			KubeletVersion:          s.opts.KubeletVersion,
+			OperatingSystem:         "linux",
+			Architecture:            "amd64",
+		},
+		DeclaredFeatures: slices.Clone(s.opts.DeclaredFeatures),
+		Images:           s.images(n),
 	}
+	return node
 }
 
 // images are the images the node's status reports now, remembered as posted: a later change is

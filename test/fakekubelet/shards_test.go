@@ -326,6 +326,34 @@ var _ = Describe("Shards", Label("nodes"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(code).To(BeZero(), "near pings far, both on a now: %s", out)
 	})
+
+	It("declare the group's own nodes once and share them", func(ctx context.Context) {
+		const group = "declared"
+		pool := fakekubelet.NodePool{Name: group, Count: 4, Labels: map[string]string{shardLabel: group},
+			Taints: []corev1.Taint{{Key: shardLabel, Value: group, Effect: corev1.TaintEffectNoSchedule}}}
+		shard := func(identity string) *fakekubelet.Kubelet {
+			return startShardOf(ctx, group, identity, fakekubelet.Options{Pools: []fakekubelet.NodePool{pool}, Shard: &fakekubelet.ShardOptions{}})
+		}
+		a, b := shard("a"), shard("b")
+		DeferCleanup(func(ctx context.Context) {
+			Expect(k8s.DeleteAllOf(ctx, &corev1.Node{}, client.MatchingLabels{shards.GroupLabel: group})).To(Succeed())
+		})
+		names := []string{pool.NodeName(0), pool.NodeName(1), pool.NodeName(2), pool.NodeName(3)}
+		Eventually(func(g Gomega) {
+			var list corev1.NodeList
+			g.Expect(k8s.List(ctx, &list, client.MatchingLabels{shards.GroupLabel: group})).To(Succeed())
+			var declared []string
+			for _, n := range list.Items {
+				declared = append(declared, n.Name)
+				g.Expect(n.Labels).To(HaveKeyWithValue(fakekubelet.PoolLabel, group))
+				g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", shardLabel)))
+				g.Expect(specs.NodeReady(&n)).To(Equal(corev1.ConditionTrue), "%s", n.Name)
+			}
+			g.Expect(declared).To(ConsistOf(names))
+			ours, theirs := a.NodeNames(), b.NodeNames()
+			g.Expect(append(slices.Clone(ours), theirs...)).To(ConsistOf(names), "a runs %v, b runs %v", ours, theirs)
+		}).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
 })
 
 // shardLabel marks the nodes of a shards spec's group: its shards manage those, and taint keeps
@@ -343,13 +371,20 @@ func createShardNode(ctx context.Context, group, name string, annotations map[st
 	return name
 }
 
-// startShard starts a kubelet that is the group's shard identity (4 s Leases), managing the
-// group's nodes, and stops it and removes its Lease after the spec.
+// startShard starts a kubelet that is the group's shard identity, managing the nodes created
+// for the group (createShardNode).
 func startShard(ctx context.Context, group, identity string, takeover bool) *fakekubelet.Kubelet {
-	k, err := fakekubelet.New(onCluster(fakekubelet.Options{
+	return startShardOf(ctx, group, identity, fakekubelet.Options{
 		Manage: fakekubelet.ManagedNodes{Labels: labels.SelectorFromSet(labels.Set{shardLabel: group})},
-		Shard:  &fakekubelet.ShardOptions{Group: group, Identity: identity, LeaseDuration: 4 * time.Second, Takeover: takeover},
-	}))
+		Shard:  &fakekubelet.ShardOptions{Takeover: takeover},
+	})
+}
+
+// startShardOf starts a kubelet of opts (its nodes, its Shard's options) as the group's shard
+// identity, with 4 s Leases, and stops it and removes its Lease after the spec.
+func startShardOf(ctx context.Context, group, identity string, opts fakekubelet.Options) *fakekubelet.Kubelet {
+	opts.Shard.Group, opts.Shard.Identity, opts.Shard.LeaseDuration = group, identity, 4*time.Second
+	k, err := fakekubelet.New(onCluster(opts))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(k.Start(ctx)).To(Succeed())
 	DeferCleanup(func(ctx context.Context) {
