@@ -72,6 +72,21 @@ type Options struct {
 	// ExternalNodes), no kubelet and no kube-scheduler run, and pods stay unbound unless the
 	// caller binds them.
 	Nodes []fakekubelet.NodePool
+	// KubeletProcesses runs the Nodes in that many `restartbed kubelet` processes on this
+	// machine, the shards of the group KubeletGroup, instead of in this process: the group's
+	// nodes are divided among them and their pods share one network (docs/join.md, "Shards"),
+	// as a test of the distribution, and to keep the kubelets' CPU apart from this process's.
+	// Cluster.Kubelet is then nil. What the in-process kubelet takes as Go values (Programs,
+	// Images, Builtins, ...) is refused: the processes take a scenario (KubeletArgs --from).
+	// 0: the nodes run in this process.
+	KubeletProcesses int
+	// KubeletCommand is the restartbed binary, and any arguments before its "kubelet" command,
+	// that the KubeletProcesses run. Required with them.
+	KubeletCommand []string
+	// KubeletArgs are more arguments of the KubeletProcesses' kubelet command: a scenario's
+	// --from FILE (whose nodes, programs and timing they then take), --allow-host-binaries,
+	// --takeover.
+	KubeletArgs []string
 	// ExternalNodes is how many nodes other processes will join to the cluster (restartbed
 	// kubelet, KWOK; docs/join.md). With any, kube-scheduler runs even without Nodes, the
 	// components' client limits are sized for Nodes plus these, and the apiserver reaches
@@ -156,7 +171,8 @@ type Cluster struct {
 	Clock clock.WithTicker
 	// Assets are the binaries the control plane runs.
 	Assets controlplane.Assets
-	// Kubelet is the emulated kubelet of every node, or nil when Options.Nodes is empty.
+	// Kubelet is the emulated kubelet of every node, or nil when Options.Nodes is empty or runs
+	// in Options.KubeletProcesses.
 	Kubelet *fakekubelet.Kubelet
 
 	env        *crenvtest.Environment
@@ -169,6 +185,10 @@ type Cluster struct {
 	storage           *runningManager
 	// kubeletAPI is the way from the apiserver to the kubelets' API (with nodes only).
 	kubeletAPI *kubeletAPI
+	// kubeletProcesses are the shards that run the nodes (Options.KubeletProcesses), and
+	// groupNodes their nodes.
+	kubeletProcesses []*component
+	groupNodes       int
 	// joined: the kubelets joined an existing cluster (Options.ExistingCluster); Stop deletes
 	// their nodes.
 	joined bool
@@ -232,6 +252,9 @@ func newCluster(opts Options) (*Cluster, error) {
 	if err := fakekubelet.ValidatePools(opts.Nodes); err != nil {
 		return nil, fmt.Errorf("node pools: %w", err)
 	}
+	if err := checkKubeletProcesses(opts); err != nil {
+		return nil, err
+	}
 	if _, err := program.NewRegistry(opts.Programs, opts.builtinPrograms(), opts.AllowHostBinaries); err != nil {
 		return nil, err
 	}
@@ -276,6 +299,14 @@ func (c *Cluster) kubeletOptions(opts Options, api *fakekubelet.APIOptions, kube
 func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if opts.ExistingCluster != nil {
 		return c.startOnExisting(ctx, opts)
+	}
+	// The kubelet processes' nodes join as other processes' do.
+	processes := opts
+	if opts.KubeletProcesses > 0 {
+		for _, p := range opts.Nodes {
+			opts.ExternalNodes += p.Count
+		}
+		opts.Nodes = nil
 	}
 	assets, err := controlplane.Ensure(c.Release, opts.Assets)
 	if err != nil {
@@ -396,6 +427,11 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 		c.kubeletAPI.connectTo(c.Kubelet.Dial)
 	}
+	if processes.KubeletProcesses > 0 {
+		if err := c.startKubeletProcesses(ctx, processes, out); err != nil {
+			return err
+		}
+	}
 	return c.waitComponents(ctx)
 }
 
@@ -448,13 +484,15 @@ func (c *Cluster) JobSetRunning() bool { return c.jobSet != nil }
 // to call more than once; later calls return the first result.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
+		var errs []error
 		if c.Kubelet != nil {
 			c.Kubelet.Stop()
 		}
+		errs = append(errs, c.stopKubeletProcesses())
 		if c.hostBinaries != nil {
 			c.hostBinaries.Close()
 		}
-		errs := []error{c.kubeletAPI.stop()}
+		errs = append(errs, c.kubeletAPI.stop())
 		for _, comp := range slices.Backward(c.components) {
 			errs = append(errs, comp.stop())
 		}

@@ -2,14 +2,19 @@ package envtest
 
 import (
 	"context"
+
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/fakekubelet/program"
 	"github.com/restartbed/restartbed/timing"
 )
 
@@ -43,6 +48,17 @@ func TestStartRefusesBadOptionsFirst(t *testing.T) {
 			wantErr: "jobPodFailureBackOff must be positive",
 		},
 		{
+			name:    "kubelet processes without their binary",
+			opts:    Options{KubeletProcesses: 2, Nodes: []fakekubelet.NodePool{{Name: "a", Count: 1}}},
+			wantErr: "Options.KubeletProcesses: KubeletCommand is required",
+		},
+		{
+			name: "kubelet processes with the in-process kubelet's values",
+			opts: Options{KubeletProcesses: 2, KubeletCommand: []string{"restartbed"}, Programs: []program.Rule{{Container: "c", Script: "true"}},
+				Nodes: []fakekubelet.NodePool{{Name: "a", Count: 1}, {Name: "b", Count: 1}}},
+			wantErr: "2 node pools: the processes take one pool's flags",
+		},
+		{
 			name:    "bad pool",
 			opts:    Options{Nodes: []fakekubelet.NodePool{{Name: "Pool A", Count: 1}}},
 			wantErr: `node pools: pools[0].name "Pool A"`,
@@ -65,5 +81,28 @@ func TestStartRefusesBadOptionsFirst(t *testing.T) {
 				t.Errorf("Start() error = %q, want it to contain %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// The kubelet processes get the cluster's release, timing and gates, the pool's flags and the
+// caller's arguments; a scenario's nodes and timing are its own.
+func TestKubeletProcessArgs(t *testing.T) {
+	c := &Cluster{Release: controlplane.Release{Kubernetes: "v1.36.4"}, Timing: timing.Fast()}
+	opts := Options{KubeletCommand: []string{"/bin/restartbed", "-v", "2"}, ImageCommands: true,
+		FeatureGates: map[string]bool{"B": false, "A": true},
+		Nodes: []fakekubelet.NodePool{{Name: "tpu", Count: 4, Labels: map[string]string{"zone": "a"},
+			Taints: []corev1.Taint{{Key: "tpu", Effect: corev1.TaintEffectNoSchedule}}}},
+		KubeletArgs: []string{"--takeover"}}
+	want := "-v 2 kubelet --kubeconfig /k --shard-group restartbed --shard-name kubelet-1 --kubernetes-version v1.36.4 " +
+		"--node-ip 127.0.0.1 --node-identities --image-commands=true --timing fast --feature-gates A=true,B=false " +
+		"--nodes 4 --pool tpu --node-labels zone=a --register-with-taints tpu:NoSchedule --takeover"
+	if diff := cmp.Diff(want, strings.Join(c.kubeletProcessArgs(opts, "/k", 1), " ")); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+	opts.KubeletArgs, opts.FeatureGates = []string{"--from", "s.yaml"}, nil
+	want = "-v 2 kubelet --kubeconfig /k --shard-group restartbed --shard-name kubelet-0 --kubernetes-version v1.36.4 " +
+		"--node-ip 127.0.0.1 --node-identities --image-commands=true --from s.yaml"
+	if diff := cmp.Diff(want, strings.Join(c.kubeletProcessArgs(opts, "/k", 0), " ")); diff != "" {
+		t.Errorf("with a scenario (-want +got)\n%s", diff)
 	}
 }

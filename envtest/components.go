@@ -39,6 +39,10 @@ type component struct {
 func startComponent(name, path string, args []string, out io.Writer) (*component, error) {
 	c := &component{name: name, tail: &tailWriter{max: 40}, done: make(chan struct{})}
 	c.cmd = exec.Command(path, args...)
+	// The process dies with the thread that started it (the launcher's), as the guard's do, and
+	// is in a process group of its own: a terminal's Ctrl-C reaches this process, which stops
+	// it in its turn.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	c.cmd.Stdout = io.MultiWriter(out, c.tail)
 	c.cmd.Stderr = c.cmd.Stdout
 	if err := c.cmd.Start(); err != nil {
@@ -55,7 +59,11 @@ func startComponent(name, path string, args []string, out io.Writer) (*component
 func (c *component) exited() error {
 	select {
 	case <-c.done:
-		return fmt.Errorf("%s exited (%w); its last output:\n%s", c.name, c.err, c.tail)
+		why := "exit status 0"
+		if c.err != nil {
+			why = c.err.Error()
+		}
+		return fmt.Errorf("%s exited (%s); its last output:\n%s", c.name, why, c.tail)
 	default:
 		return nil
 	}

@@ -215,6 +215,9 @@ func joinOptions(f kubeletFlags) (join.Options, error) {
 	errs = append(errs, err)
 	opts.Shard, err = shardFromFlags(f)
 	errs = append(errs, err)
+	if opts.Shard != nil && (len(opts.Pools) > 0) == !opts.Manage.IsZero() {
+		errs = append(errs, errors.New("--shard-group: a shard runs its share of the group's nodes (--nodes or --from's, created by the first shard that starts) or of the nodes it takes over (--manage-...): give one of them"))
+	}
 	ip := join.NodeIPFromEnvironment()
 	if f.nodeIP != "" {
 		if ip, err = netip.ParseAddr(f.nodeIP); err != nil {
@@ -403,10 +406,6 @@ func shardFromFlags(f kubeletFlags) (*fakekubelet.ShardOptions, error) {
 	}
 	if f.relayPort < 0 || f.relayPort > 65535 {
 		return nil, fmt.Errorf("--relay-port must be a port number, got %d", f.relayPort)
-	}
-	manages := f.manageAll || f.manageSingle != "" || f.manageAnnotations != "" || f.manageLabels != ""
-	if (f.nodes > 0) == manages {
-		return nil, errors.New("--shard-group: a shard runs its share of the group's nodes (--nodes, created by the first shard that starts) or of the nodes it takes over (--manage-...): give one of them")
 	}
 	name := f.shardName
 	if name == "" {

@@ -31,6 +31,8 @@ import (
 type upFlags struct {
 	nodes       int
 	expectNodes int
+	// kubelets runs the nodes in that many restartbed kubelet processes (shards).
+	kubelets int
 	timing      string
 	version     string
 	jobSet      bool
@@ -74,7 +76,10 @@ needs --allow-host-binaries (and root; docs/host-binaries.md), or nothing starts
 kubectl logs [-p] [-f], exec [-it], attach and port-forward reach the emulated kubelets' API
 through the apiserver, as on a cluster (docs/fakekubelet.md, "The kubelet API").
 With --nodes 0 the cluster has no nodes of its own: join some with "restartbed kubelet" (or
-KWOK) using the kubeconfig, and say how many with --expect-nodes (docs/join.md).
+KWOK) using the kubeconfig, and say how many with --expect-nodes (docs/join.md). With
+--kubelets K the nodes run in K "restartbed kubelet" processes of one shard group on this
+machine instead of in this one: they divide the nodes, their pods share one network, and they
+stop with it (docs/join.md, "Shards").
 Run your own controller instead of restartbed's JobSet controller with --jobset=false: nothing of
 restartbed's JobSet is installed then (no CRD, no webhook), so install your own JobSet CRD; see
 docs/control-plane.md.
@@ -90,6 +95,8 @@ your objects is honoured at once rather than after the collector's next resync (
 		},
 	}
 	cmd.Flags().IntVar(&f.nodes, "nodes", 3, "emulated nodes to register (named node-0, node-1, ...); 0: none, the cluster waits for nodes to join (restartbed kubelet, KWOK; docs/join.md)")
+	cmd.Flags().IntVar(&f.kubelets, "kubelets", 0,
+		"run the nodes in this many restartbed kubelet processes of one shard group on this machine, which divide the nodes and join their pods' networks (docs/join.md); 0: in this process")
 	cmd.Flags().IntVar(&f.expectNodes, "expect-nodes", 0,
 		"nodes other processes will join (restartbed kubelet, KWOK): the components' client limits are sized for them too (default with --nodes 0: 1)")
 	cmd.Flags().StringVar(&f.timing, "timing", timing.Realistic().Name,
@@ -178,6 +185,9 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 		return opts, nil, err
 	}
 	opts.RuntimeSocketDir, opts.KubeletConfigFile = f.control.runtimeDir, f.control.kubeletConfig
+	if err := kubeletProcesses(&opts, f); err != nil {
+		return opts, nil, err
+	}
 	var problems []scenarios.Problem
 	for _, path := range f.crds {
 		crds, err := scenarios.ReadCRDs(path)
@@ -200,6 +210,42 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 		opts.FeatureGates = gates
 	}
 	return opts, sc, nil
+}
+
+// kubeletProcesses moves the nodes into --kubelets processes of this binary: what the in-process
+// kubelet takes as values, the processes take from the --from scenario or their defaults.
+func kubeletProcesses(opts *envtest.Options, f upFlags) error {
+	if f.kubelets == 0 {
+		return nil
+	}
+	if f.kubelets < 0 {
+		return fmt.Errorf("--kubelets must not be negative, got %d", f.kubelets)
+	}
+	if len(opts.Nodes) == 0 {
+		return errors.New("--kubelets: no nodes to run in them (--nodes, or the --from scenario's)")
+	}
+	c := f.control
+	if c.socket != "" || c.healthzPort != 0 || c.runtimeDir != "" || c.kubeletConfig != "" {
+		return errors.New("--kubelets: --control-socket, --kubelet-healthz-port, --runtime-socket-dir and --kubelet-config serve the in-process kubelets; run restartbed kubelet with them yourself")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("--kubelets: this binary's path: %w", err)
+	}
+	opts.KubeletProcesses, opts.KubeletCommand = f.kubelets, []string{self}
+	if f.from != "" {
+		from, err := filepath.Abs(f.from)
+		if err != nil {
+			return err
+		}
+		opts.KubeletArgs = append(opts.KubeletArgs, "--from", from)
+	}
+	if opts.AllowHostBinaries {
+		opts.KubeletArgs = append(opts.KubeletArgs, "--allow-host-binaries")
+	}
+	// The processes have the agent's programs by default, and the scenario's from --from.
+	opts.Programs, opts.Images, opts.Builtins, opts.AllowHostBinaries = nil, nil, nil, false
+	return nil
 }
 
 func runUp(ctx context.Context, out, progress io.Writer, f upFlags) error {
@@ -296,6 +342,8 @@ func printUp(out io.Writer, cluster *envtest.Cluster, kubeconfig string, sc *sce
 	fmt.Fprintf(out, "restartbed is up (%s): Kubernetes %s at %s\n", took.Round(100*time.Millisecond), cluster.Release.Kubernetes, cluster.Config.Host)
 	if cluster.Kubelet != nil {
 		fmt.Fprintf(out, "  nodes:         %s\n", strings.Join(cluster.Kubelet.NodeNames(), ", "))
+	} else if n := cluster.KubeletProcesses(); n > 0 {
+		fmt.Fprintf(out, "  nodes:         %d, run by %d restartbed kubelet processes (shard group %s)\n", cluster.GroupNodes(), n, envtest.KubeletGroup)
 	} else {
 		fmt.Fprintln(out, "  nodes:         none yet: join some with restartbed kubelet --kubeconfig KUBECONFIG (docs/join.md)")
 	}

@@ -101,3 +101,32 @@ func TestUpCRDs(t *testing.T) {
 		t.Errorf("options' CRDs %v, error %v", opts.CRDs, err)
 	}
 }
+
+// --kubelets moves the nodes into processes of this binary, and refuses what only the in-process
+// kubelets serve.
+func TestUpKubeletsFlag(t *testing.T) {
+	flags := func(set func(*upFlags)) upFlags {
+		f := upFlags{featureGates: map[string]bool{}, nodes: 6, kubelets: 3, timing: "fast", jobSet: true, set: func(string) bool { return false }}
+		set(&f)
+		return f
+	}
+	opts, _, err := upOptions(flags(func(*upFlags) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.KubeletProcesses != 3 || len(opts.KubeletCommand) != 1 || len(opts.Nodes) != 1 || opts.Nodes[0].Count != 6 || opts.Programs != nil {
+		t.Errorf("the options: processes %d, command %v, nodes %v, programs %v", opts.KubeletProcesses, opts.KubeletCommand, opts.Nodes, opts.Programs)
+	}
+	for name, tc := range map[string]struct {
+		set  func(*upFlags)
+		want string
+	}{
+		"negative":       {func(f *upFlags) { f.kubelets = -1 }, "--kubelets must not be negative"},
+		"no nodes":       {func(f *upFlags) { f.nodes = 0 }, "--kubelets: no nodes to run in them"},
+		"control socket": {func(f *upFlags) { f.control.socket = filepath.Join(t.TempDir(), "s") }, "--control-socket, --kubelet-healthz-port"},
+	} {
+		if _, _, err := upOptions(flags(tc.set)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
