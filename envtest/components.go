@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,8 @@ type component struct {
 	tail *tailWriter
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit, read after done
+	// killed: the process was killed on purpose (kill); its exit is no error.
+	killed atomic.Bool
 }
 
 // startComponent starts path with args. It must run on the launcher's thread: the guard ties the
@@ -69,9 +72,19 @@ func (c *component) exited() error {
 	}
 }
 
+// kill kills the process at once, as a machine that loses power, and waits for its exit.
+func (c *component) kill() {
+	c.killed.Store(true)
+	_ = c.cmd.Process.Kill() // fails only when the process has already exited
+	<-c.done
+}
+
 // stop sends SIGTERM and waits for the exit, killing the process after componentStopGrace.
 // A process that had already exited on its own is an error, with its last output.
 func (c *component) stop() error {
+	if c.killed.Load() {
+		return nil
+	}
 	if err := c.exited(); err != nil {
 		return err
 	}

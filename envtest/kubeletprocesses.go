@@ -187,6 +187,30 @@ func (c *Cluster) KubeletProcesses() int { return len(c.kubeletProcesses) }
 // GroupNodes is how many nodes the kubelet processes' group had when they started.
 func (c *Cluster) GroupNodes() int { return c.groupNodes }
 
+// KubeletProcessNames names the kubelet processes (Options.KubeletProcesses): kubelet-0, ...
+func (c *Cluster) KubeletProcessNames() []string {
+	names := make([]string, len(c.kubeletProcesses))
+	for i, p := range c.kubeletProcesses {
+		names[i] = p.name
+	}
+	return names
+}
+
+// KillKubeletProcess kills the named kubelet process at once, as a machine that loses power:
+// its nodes stop renewing their Leases and its pods' containers are gone with it; the group's
+// other shards take its nodes over once its Lease expires if they run with --takeover
+// (Options.KubeletArgs), else the node lifecycle controller handles them as nodes whose kubelet
+// died (docs/join.md).
+func (c *Cluster) KillKubeletProcess(name string) error {
+	for _, p := range c.kubeletProcesses {
+		if p.name == name {
+			p.kill()
+			return nil
+		}
+	}
+	return fmt.Errorf("no kubelet process is named %q; they are %v", name, c.KubeletProcessNames())
+}
+
 // stopKubeletProcesses stops the processes, as SIGTERM stops a kubelet: their nodes and pods
 // stay in the API, as after a power loss.
 func (c *Cluster) stopKubeletProcesses() error {

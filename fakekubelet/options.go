@@ -161,7 +161,8 @@ type ShardOptions struct {
 	Group, Identity string
 	// Namespace holds the shards' Leases. Default: shards.DefaultNamespace.
 	Namespace string
-	// LeaseDuration is how long a shard's Lease holds. Default: shards.DefaultLeaseDuration.
+	// LeaseDuration is how long a shard's Lease holds. Default: the timing profile's node Lease
+	// duration (Timing.NodeLeaseDuration), so that a shard is given up on as its nodes are.
 	LeaseDuration time.Duration
 	// Takeover: the nodes of a shard whose Lease expired go to the live shards.
 	Takeover bool
@@ -276,6 +277,9 @@ func (o *Options) complete() error {
 		}
 	}
 	if sh := o.Shard; sh != nil {
+		if sh.LeaseDuration == 0 {
+			sh.LeaseDuration = o.Timing.NodeLeaseDuration
+		}
 		if !sh.Relay.Addr().IsValid() {
 			sh.Relay = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), sh.Relay.Port())
 			if a := o.API; a != nil && a.Listen.IsValid() {

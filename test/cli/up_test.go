@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/restartbed/restartbed/test/specs"
 )
 
@@ -40,6 +43,9 @@ func kubectl(t *testing.T) string {
 var cliDir string
 
 func TestMain(m *testing.M) {
+	// envtest's clusters (shardloss_test.go) start controller-runtime's, which logs through its
+	// global logger: set once, to nowhere.
+	ctrllog.SetLogger(logr.Discard())
 	var err error
 	if cliDir, err = os.MkdirTemp("", "restartbed-cli-"); err != nil {
 		fmt.Fprintln(os.Stderr, "creating the directory of the CLI's build:", err)
