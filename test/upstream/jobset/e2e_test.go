@@ -31,7 +31,7 @@ import (
 	"github.com/restartbed/restartbed/fakekubelet"
 )
 
-// upstreamSpecs is how many specs upstream's suite has; all must pass in both modes.
+// upstreamSpecs is how many specs upstream's suite has; all must pass in every mode.
 const upstreamSpecs = 12
 
 // TestMain quiets controller-runtime's logger once, before the tests run side by side: each
@@ -41,7 +41,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestUpstreamE2E runs upstream's suite with each JobSet controller.
+// TestUpstreamE2E runs upstream's suite with each JobSet controller, and with upstream's on nodes
+// that two kubelet processes share.
 func TestUpstreamE2E(t *testing.T) {
 	t.Parallel()
 	suite := copySuite(t)
@@ -49,15 +50,28 @@ func TestUpstreamE2E(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", manager, "sigs.k8s.io/jobset").CombinedOutput(); err != nil {
 		t.Fatalf("building upstream's manager: %v\n%s", err, out)
 	}
+	// The restartbed binary whose kubelet processes run the sharded mode's nodes.
+	restartbed := filepath.Join(t.TempDir(), "restartbed")
+	build := exec.Command("go", "build", "-o", restartbed, "./cmd/restartbed")
+	build.Dir = filepath.Join("..", "..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building restartbed: %v\n%s", err, out)
+	}
 	for _, mode := range []struct {
 		name     string
 		upstream bool
-	}{{"restartbed's controller", false}, {"upstream's manager", true}} {
+		// shards, when set, runs the nodes in that many restartbed kubelet processes.
+		shards int
+	}{{"restartbed's controller", false, 0}, {"upstream's manager", true, 0}, {"upstream's manager, the nodes on 2 shards", true, 2}} {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel() // each mode has a cluster of its own, and the suite mostly waits
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			cluster := startCluster(ctx, t, mode.upstream)
+			cluster := startCluster(ctx, t, mode.upstream, func(o *envtest.Options) {
+				if mode.shards > 0 {
+					o.KubeletProcesses, o.KubeletCommand = mode.shards, []string{restartbed}
+				}
+			})
 			if mode.upstream {
 				runManager(ctx, t, cluster, manager, "")
 			}
@@ -130,8 +144,9 @@ func newScheme(t *testing.T) *runtime.Scheme {
 }
 
 // startCluster starts a cluster of the default release with room for the suite's JobSets, and
-// restartbed's JobSet controller or upstream's webhook configurations.
-func startCluster(ctx context.Context, t *testing.T, upstream bool) *envtest.Cluster {
+// restartbed's JobSet controller or upstream's webhook configurations; configure changes the
+// options last.
+func startCluster(ctx context.Context, t *testing.T, upstream bool, configure func(*envtest.Options)) *envtest.Cluster {
 	t.Helper()
 	opts := envtest.Options{Nodes: []fakekubelet.NodePool{{Name: "node", Count: 4}}, JobSet: !upstream}
 	if upstream {
@@ -141,6 +156,7 @@ func startCluster(ctx context.Context, t *testing.T, upstream bool) *envtest.Clu
 		opts.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{upstreamManifest(t, "webhook", "manifests.yaml")}}
 		opts.CRDDirectoryPaths = []string{upstreamManifest(t, "crd", "bases")}
 	}
+	configure(&opts)
 	cluster, err := envtest.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
