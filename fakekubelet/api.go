@@ -78,6 +78,7 @@ func (k *Kubelet) newAPIServer() (*server.Server, error) {
 		Authenticator:    authn,
 		Authorizer:       authz,
 		FineGrainedAuthz: fineGrained || !set,
+		PodWatch:         k.PodWatch,
 		Pod: func(node, namespace, name string) (*corev1.Pod, bool) {
 			obj, exists, err := indexer.GetByKey(namespace + "/" + name)
 			if err != nil || !exists {

@@ -65,6 +65,9 @@ type Options struct {
 	// FineGrainedAuthz: the KubeletFineGrainedAuthz gate, which lets /pods, /healthz and /configz
 	// be allowed by their own subresource before falling back to proxy.
 	FineGrainedAuthz bool
+	// PodWatch, if set, says what the apiserver's pod watches brought the serving process:
+	// events received and pods held (fakekubelet.Kubelet.PodWatch); /metrics reports them.
+	PodWatch func() (events uint64, pods int)
 	// Configz is what /configz reports as kubeletconfig for a node.
 	Configz func(node string) any
 	// StreamIdleTimeout is the kubelet's streamingConnectionIdleTimeout (4h by default).
@@ -225,6 +228,13 @@ func (n *nodeAPI) metrics(w http.ResponseWriter, _ *http.Request) {
 		"kubelet_running_pods %d\n", pods)
 	fmt.Fprintf(w, "# HELP kubelet_running_containers Containers by state; restartbed counts the running ones.\n"+
 		"# TYPE kubelet_running_containers gauge\nkubelet_running_containers{container_state=\"running\"} %d\n", containers)
+	if n.s.opts.PodWatch != nil {
+		events, held := n.s.opts.PodWatch()
+		fmt.Fprintf(w, "# HELP restartbed_pod_watch_events_total Pod events the process that runs the node received from the apiserver's watches, all its nodes' together.\n"+
+			"# TYPE restartbed_pod_watch_events_total counter\nrestartbed_pod_watch_events_total %d\n", events)
+		fmt.Fprintf(w, "# HELP restartbed_pods_watched Pods the process that runs the node holds from those watches.\n"+
+			"# TYPE restartbed_pods_watched gauge\nrestartbed_pods_watched %d\n", held)
+	}
 }
 
 // runningPods lists the pods that have a running container, with only their identity and

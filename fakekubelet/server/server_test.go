@@ -98,9 +98,10 @@ func newTestServer(t *testing.T) *httptest.Server {
 func serveFor(t *testing.T, pod *corev1.Pod, status func(types.UID) (corev1.PodStatus, bool)) *httptest.Server {
 	t.Helper()
 	srv, err := New(Options{Runtime: fakeRuntime{}, Authenticator: allow{}, Authorizer: authorizerfactory.NewAlwaysAllowAuthorizer(),
-		Pod:    func(node, ns, name string) (*corev1.Pod, bool) { return pod, ns == "ns" && name == "p" },
-		Pods:   func(string) []*corev1.Pod { return []*corev1.Pod{pod} },
-		Status: status})
+		Pod:      func(node, ns, name string) (*corev1.Pod, bool) { return pod, ns == "ns" && name == "p" },
+		Pods:     func(string) []*corev1.Pod { return []*corev1.Pod{pod} },
+		PodWatch: func() (uint64, int) { return 7, 1 },
+		Status:   status})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,8 @@ func TestLogsReadTheKubeletsLatestStatus(t *testing.T) {
 	}
 }
 
-// /metrics counts the node's running pods and containers in Prometheus' text format.
+// /metrics counts the node's running pods and containers, and its process's pod watch, in
+// Prometheus' text format.
 func TestMetrics(t *testing.T) {
 	ts := newTestServer(t)
 	resp, err := http.Get(ts.URL + "/metrics")
@@ -230,7 +232,8 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`kubelet_node_name{node="n"} 1`, "kubelet_running_pods 1", `kubelet_running_containers{container_state="running"} 1`} {
+	for _, want := range []string{`kubelet_node_name{node="n"} 1`, "kubelet_running_pods 1", `kubelet_running_containers{container_state="running"} 1`,
+		"restartbed_pod_watch_events_total 7", "restartbed_pods_watched 1"} {
 		if !strings.Contains(string(body), want+"\n") {
 			t.Errorf("/metrics has no line %q:\n%s", want, body)
 		}

@@ -61,7 +61,7 @@ var buildOnce = sync.OnceValues(func() ([]byte, error) {
 })
 
 // buildCLI builds cmd/restartbed, once for all the tests, and returns its path.
-func buildCLI(t *testing.T) string {
+func buildCLI(t testing.TB) string {
 	if out, err := buildOnce(); err != nil {
 		t.Fatalf("building restartbed: %v\n%s", err, out)
 	}
