@@ -431,7 +431,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 		}})
 	k.pods = p
 	if k.opts.Shard == nil {
-		if _, err = factory.Core().V1().Pods().Informer().AddEventHandler(p.watch.handle(true)); err != nil {
+		if _, err = factory.Core().V1().Pods().Informer().AddEventHandler(p.watch.handle(false)); err != nil {
 			return err
 		}
 	}

@@ -70,12 +70,12 @@ func watchNodesPods(client kubernetes.Interface, run func(func())) *podWatch {
 		nodes: map[string]context.CancelFunc{}}
 }
 
-// handle is the event handler of a watch: the store first (a watch of every pod keeps its own
-// store, which is the pod store), then onPod.
-func (w *podWatch) handle(own bool) cache.ResourceEventHandlerFuncs {
+// handle is the event handler of a watch: it counts the event, applies it to the pod store when
+// fill says the watch's informer is not the store's own (a node's watch), then tells onPod.
+func (w *podWatch) handle(fill bool) cache.ResourceEventHandlerFuncs {
 	apply := func(obj any, op func(any) error) {
 		w.events.Add(1)
-		if !own {
+		if fill {
 			_ = op(obj) // a store of objects with a namespace and name fails on none
 		}
 		w.onPod(obj)
@@ -106,7 +106,7 @@ func (w *podWatch) watchNode(ctx context.Context, node string) {
 	informer := coreinformers.NewFilteredPodInformer(w.client, metav1.NamespaceAll, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.FieldSelector = selector })
 	_ = informer.SetTransform(crcache.TransformStripManagedFields()) // fails only once started
-	_, _ = informer.AddEventHandler(w.handle(false))                 // fails only once stopped
+	_, _ = informer.AddEventHandler(w.handle(true))                  // fails only once stopped
 	ctx, cancel := context.WithCancel(ctx)
 	w.nodes[node] = cancel
 	w.run(func() { informer.RunWithContext(ctx) })

@@ -33,9 +33,9 @@ type upFlags struct {
 	expectNodes int
 	// kubelets runs the nodes in that many restartbed kubelet processes (shards).
 	kubelets int
-	timing      string
-	version     string
-	jobSet      bool
+	timing   string
+	version  string
+	jobSet   bool
 	// imageCommands: containers without a command run their image's (known images).
 	imageCommands bool
 	featureGates  map[string]bool
