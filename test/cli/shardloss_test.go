@@ -23,6 +23,7 @@ func TestKilledKubeletProcess(t *testing.T) {
 	for _, takeover := range []bool{false, true} {
 		name := map[bool]string{false: "without takeover", true: "with takeover"}[takeover]
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // two small clusters that mostly wait for Leases and evictions
 			profile := timing.Fast()
 			opts := envtest.Options{JobSet: true, Timing: &profile, KubeletProcesses: 2, KubeletCommand: []string{bin},
 				Nodes: []fakekubelet.NodePool{{Name: "node", Count: 4}}}
