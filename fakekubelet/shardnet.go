@@ -54,6 +54,15 @@ func (k *Kubelet) serveRelay(ctx context.Context) (string, error) {
 	return netip.AddrPortFrom(sh.RelayAdvertise, uint16(port)).String(), nil
 }
 
+// Relay is where this shard's relay listens for the other shards, as its Lease publishes it;
+// empty for a kubelet that is no shard, or before Start.
+func (k *Kubelet) Relay() string {
+	if k.shard == nil {
+		return ""
+	}
+	return k.shard.RelayAddress()
+}
+
 // locate finds the node of the group, run by another shard, whose pod range holds addr, and
 // where that shard's relay listens (relay.Client's Locate).
 func (k *Kubelet) locate(addr netip.Addr) (node, relayAddr string, ok bool) {

@@ -351,6 +351,9 @@ func runKubelet(ctx context.Context, out, progress io.Writer, f kubeletFlags) er
 	if !opts.Manage.IsZero() {
 		fmt.Fprintf(out, "  taking over: %s\n", describeManage(opts.Manage))
 	}
+	if sh := opts.Shard; sh != nil {
+		fmt.Fprintf(out, "  shard:       %s of group %s, relay at %s (docs/join.md)\n", sh.Identity, sh.Group, k.Kubelet.Relay())
+	}
 	fmt.Fprintf(out, "  kubelet API: %s, a port per node\n", opts.NodeIP)
 	identity := "this process's"
 	if opts.NodeIdentities {

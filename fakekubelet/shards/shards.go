@@ -326,6 +326,9 @@ func (s *Shard) Free(holder string) (free bool, wait time.Duration) {
 	return false, left + time.Second/10
 }
 
+// RelayAddress is where this shard's relay listens, as its Lease publishes it (Options.Relay).
+func (s *Shard) RelayAddress() string { return s.opts.Relay }
+
 // Relay is where the named member's relay listens, as its Lease says; false when it has no
 // Lease or no relay.
 func (s *Shard) Relay(member string) (string, bool) {
