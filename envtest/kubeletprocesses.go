@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/restartbed/restartbed/fakekubelet/shards"
@@ -91,11 +92,7 @@ func (c *Cluster) kubeletProcessArgs(opts Options, kubeconfig string, i int) []s
 		}
 		args = append(args, "--nodes", strconv.Itoa(pool.Count), "--pool", pool.Name)
 		if len(pool.Labels) > 0 {
-			var labels []string
-			for _, k := range slices.Sorted(maps.Keys(pool.Labels)) {
-				labels = append(labels, k+"="+pool.Labels[k])
-			}
-			args = append(args, "--node-labels", strings.Join(labels, ","))
+			args = append(args, "--node-labels", labels.Set(pool.Labels).String()) // sorted, as the flag reads them
 		}
 		if len(pool.Capacity) > 0 {
 			var capacity []string

@@ -314,13 +314,12 @@ func (s *Shard) Free(holder string) (free bool, wait time.Duration) {
 	if holder == "" || holder == s.opts.Identity {
 		return true, 0
 	}
-	obj, ok, err := s.leases.GetStore().GetByKey(s.opts.Namespace + "/" + LeaseName(s.opts.Group, holder))
-	if err != nil || !ok {
+	lease := s.leaseOf(holder)
+	if lease == nil {
 		return true, 0
 	}
-	lease := obj.(*coordinationv1.Lease)
 	left := expiry(lease).Sub(s.opts.Clock.Now())
-	if ptr.Deref(lease.Spec.HolderIdentity, "") != holder || left < 0 {
+	if left < 0 {
 		return true, 0
 	}
 	return false, left + time.Second/10
@@ -329,15 +328,25 @@ func (s *Shard) Free(holder string) (free bool, wait time.Duration) {
 // RelayAddress is where this shard's relay listens, as its Lease publishes it (Options.Relay).
 func (s *Shard) RelayAddress() string { return s.opts.Relay }
 
-// Relay is where the named member's relay listens, as its Lease says; false when it has no
-// Lease or no relay.
-func (s *Shard) Relay(member string) (string, bool) {
+// leaseOf is the named shard's own Lease as the group's informer has it: nil when there is none,
+// or when the Lease of its name is held by another identity (not the shard's).
+func (s *Shard) leaseOf(member string) *coordinationv1.Lease {
 	obj, ok, err := s.leases.GetStore().GetByKey(s.opts.Namespace + "/" + LeaseName(s.opts.Group, member))
 	if err != nil || !ok {
-		return "", false
+		return nil
 	}
 	lease := obj.(*coordinationv1.Lease)
 	if ptr.Deref(lease.Spec.HolderIdentity, "") != member {
+		return nil
+	}
+	return lease
+}
+
+// Relay is where the named member's relay listens, as its Lease says; false when it has no
+// Lease or no relay.
+func (s *Shard) Relay(member string) (string, bool) {
+	lease := s.leaseOf(member)
+	if lease == nil {
 		return "", false
 	}
 	relay, ok := lease.Annotations[RelayAnnotation]

@@ -3,11 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -161,15 +162,14 @@ func withCodec(cfg *rest.Config) *rest.Config {
 
 // metricValue is the value of the unlabelled metric name in Prometheus' text format.
 func metricValue(b *testing.B, text, name string) uint64 {
-	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				b.Fatalf("%s: %v", line, err)
-			}
-			return n
-		}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		b.Fatalf("the metrics: %v\n%s", err, text)
 	}
-	b.Fatalf("no %s in:\n%s", name, text)
-	return 0
+	f := families[name]
+	if f == nil || len(f.GetMetric()) != 1 {
+		b.Fatalf("no single %s in:\n%s", name, text)
+	}
+	return uint64(f.GetMetric()[0].GetCounter().GetValue())
 }
