@@ -26,9 +26,10 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
 // apiserver gives every new node: kube-controller-manager lifts it within a node-monitor period
 // of the node's first Ready status. Until then the scheduler can place pods only on the nodes it
 // has already lifted it from, so pods created at once could all land on the first one. Without a
-// controller-manager nothing lifts it and it returns at once.
+// controller-manager, or without nodes of the cluster's own (in process or in its kubelet
+// processes), it returns at once.
 func (c *Cluster) WaitForSchedulableNodes(ctx context.Context) error {
-	if !c.controllerManager || c.Kubelet == nil {
+	if !c.controllerManager || (c.Kubelet == nil && len(c.kubeletProcesses) == 0) {
 		return nil
 	}
 	var tainted []string
