@@ -47,8 +47,14 @@ func TestMain(m *testing.M) {
 		term := make(chan os.Signal, 1)
 		signal.Notify(term, syscall.SIGTERM)
 		go func() { <-term; fmt.Println("got SIGTERM"); os.Exit(42) }()
+		// "serving" only once the port is bound: the tests dial it as soon as they read it.
+		ln, err := net.Listen("tcp", ":8081")
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
 		fmt.Println("serving")
-		if err := http.ListenAndServe(":8081", nil); err != nil {
+		if err := http.Serve(ln, nil); err != nil {
 			fmt.Println(err)
 			os.Exit(1)
 		}
