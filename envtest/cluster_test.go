@@ -87,20 +87,20 @@ func TestStartRefusesBadOptionsFirst(t *testing.T) {
 // The kubelet processes get the cluster's release, timing and gates, the pool's flags and the
 // caller's arguments; a scenario's nodes and timing are its own.
 func TestKubeletProcessArgs(t *testing.T) {
-	c := &Cluster{Release: controlplane.Release{Kubernetes: "v1.36.4"}, Timing: timing.Fast()}
+	c := &Cluster{Release: controlplane.Release{Kubernetes: "v1.36.4"}, Timing: timing.Fast(), work: &workDir{path: "/w"}}
 	opts := Options{KubeletCommand: []string{"/bin/restartbed", "-v", "2"}, ImageCommands: true,
 		FeatureGates: map[string]bool{"B": false, "A": true},
 		Nodes: []fakekubelet.NodePool{{Name: "tpu", Count: 4, Labels: map[string]string{"zone": "a"},
 			Taints: []corev1.Taint{{Key: "tpu", Effect: corev1.TaintEffectNoSchedule}}}},
 		KubeletArgs: []string{"--takeover"}}
-	want := "-v 2 kubelet --kubeconfig /k --shard-group restartbed --shard-name kubelet-1 --kubernetes-version v1.36.4 " +
+	want := "-v 2 kubelet --kubeconfig /k --shard-group restartbed --shard-name kubelet-1 --control-socket /w/kubelet-1.sock --kubernetes-version v1.36.4 " +
 		"--node-ip 127.0.0.1 --node-identities --image-commands=true --timing fast --feature-gates A=true,B=false " +
 		"--nodes 4 --pool tpu --node-labels zone=a --register-with-taints tpu:NoSchedule --takeover"
 	if diff := cmp.Diff(want, strings.Join(c.kubeletProcessArgs(opts, "/k", 1), " ")); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
 	opts.KubeletArgs, opts.FeatureGates = []string{"--from", "s.yaml"}, nil
-	want = "-v 2 kubelet --kubeconfig /k --shard-group restartbed --shard-name kubelet-0 --kubernetes-version v1.36.4 " +
+	want = "-v 2 kubelet --kubeconfig /k --shard-group restartbed --shard-name kubelet-0 --control-socket /w/kubelet-0.sock --kubernetes-version v1.36.4 " +
 		"--node-ip 127.0.0.1 --node-identities --image-commands=true --from s.yaml"
 	if diff := cmp.Diff(want, strings.Join(c.kubeletProcessArgs(opts, "/k", 0), " ")); diff != "" {
 		t.Errorf("with a scenario (-want +got)\n%s", diff)

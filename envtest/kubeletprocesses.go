@@ -68,11 +68,12 @@ func checkKubeletProcesses(opts Options) error {
 }
 
 // kubeletProcessArgs are the arguments of kubelet process i: the cluster's release, timing and
-// gates, the pool's flags, each node as its own identity, its kubelet API at 127.0.0.1, then
-// opts.KubeletArgs.
+// gates, the pool's flags, each node as its own identity, its kubelet API at 127.0.0.1, its
+// control socket (Faults), then opts.KubeletArgs.
 func (c *Cluster) kubeletProcessArgs(opts Options, kubeconfig string, i int) []string {
+	name := KubeletProcessName(i)
 	args := append(slices.Clone(opts.KubeletCommand[1:]), "kubelet",
-		"--kubeconfig", kubeconfig, "--shard-group", KubeletGroup, "--shard-name", "kubelet-"+strconv.Itoa(i),
+		"--kubeconfig", kubeconfig, "--shard-group", KubeletGroup, "--shard-name", name, "--control-socket", c.KubeletControlSocket(name),
 		"--kubernetes-version", c.Release.Kubernetes, "--node-ip", "127.0.0.1", "--node-identities",
 		"--image-commands="+strconv.FormatBool(opts.ImageCommands))
 	from := fromScenario(opts.KubeletArgs)
@@ -109,6 +110,9 @@ func (c *Cluster) kubeletProcessArgs(opts Options, kubeconfig string, i int) []s
 	return append(args, opts.KubeletArgs...)
 }
 
+// KubeletProcessName is the name of kubelet process i (Options.KubeletProcesses), its shard's.
+func KubeletProcessName(i int) string { return "kubelet-" + strconv.Itoa(i) }
+
 // fromScenario reports whether the kubelet processes' arguments name a scenario (--from), whose
 // nodes, timing and programs they then take.
 func fromScenario(args []string) bool {
@@ -126,7 +130,7 @@ func (c *Cluster) startKubeletProcesses(ctx context.Context, opts Options, out i
 		return fmt.Errorf("writing the kubelet processes' kubeconfig: %w", err)
 	}
 	for i := range opts.KubeletProcesses {
-		name := "kubelet-" + strconv.Itoa(i)
+		name := KubeletProcessName(i)
 		var proc *component
 		c.launcher.do(func() {
 			proc, err = startComponent(name, opts.KubeletCommand[0], c.kubeletProcessArgs(opts, path, i), prefixed(out, name))
@@ -193,19 +197,32 @@ func (c *Cluster) KubeletProcessNames() []string {
 	return names
 }
 
+// kubeletProcess is the kubelet process of that name, or nil.
+func (c *Cluster) kubeletProcess(name string) *component {
+	for _, p := range c.kubeletProcesses {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// KubeletControlSocket is where the named kubelet process serves its nodes' units and faults
+// (package nodectl; restartbed systemctl --control-socket).
+func (c *Cluster) KubeletControlSocket(name string) string { return c.work.file(name + ".sock") }
+
 // KillKubeletProcess kills the named kubelet process at once, as a machine that loses power:
 // its nodes stop renewing their Leases and its pods' containers are gone with it; the group's
 // other shards take its nodes over once its Lease expires if they run with --takeover
 // (Options.KubeletArgs), else the node lifecycle controller handles them as nodes whose kubelet
 // died (docs/join.md).
 func (c *Cluster) KillKubeletProcess(name string) error {
-	for _, p := range c.kubeletProcesses {
-		if p.name == name {
-			p.kill()
-			return nil
-		}
+	p := c.kubeletProcess(name)
+	if p == nil {
+		return fmt.Errorf("no kubelet process is named %q; they are %v", name, c.KubeletProcessNames())
 	}
-	return fmt.Errorf("no kubelet process is named %q; they are %v", name, c.KubeletProcessNames())
+	p.kill()
+	return nil
 }
 
 // stopKubeletProcesses stops the processes, as SIGTERM stops a kubelet: their nodes and pods

@@ -1,10 +1,12 @@
 package nodectl
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -33,23 +35,32 @@ func NewClient(path string) *Client {
 // Units lists the units.
 func (c *Client) Units(ctx context.Context) ([]Unit, error) {
 	var units []Unit
-	return units, c.do(ctx, http.MethodGet, "/v1/units", &units)
+	return units, c.do(ctx, http.MethodGet, "/v1/units", nil, &units)
 }
 
 // Unit returns the unit of that name (with or without ".service"); ErrNotFound if there is none.
 func (c *Client) Unit(ctx context.Context, name string) (Unit, error) {
 	var u Unit
-	return u, c.do(ctx, http.MethodGet, "/v1/units/"+url.PathEscape(name), &u)
+	return u, c.do(ctx, http.MethodGet, "/v1/units/"+url.PathEscape(name), nil, &u)
 }
 
 // Do applies the operation (one of Ops) to the unit and returns it as it is after.
 func (c *Client) Do(ctx context.Context, name, op string) (Unit, error) {
 	var u Unit
-	return u, c.do(ctx, http.MethodPost, "/v1/units/"+url.PathEscape(name)+"/"+url.PathEscape(op), &u)
+	return u, c.do(ctx, http.MethodPost, "/v1/units/"+url.PathEscape(name)+"/"+url.PathEscape(op), nil, &u)
 }
 
-func (c *Client) do(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://restartbed"+path, nil)
+// do sends the request, with in as its JSON body unless nil, and decodes the answer into out.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://restartbed"+path, body)
 	if err != nil {
 		return err
 	}

@@ -3,10 +3,13 @@
 // kubelet is a unit, kubelet-NODE.service, that can be listed, stopped, started and restarted
 // through a control API on a Unix socket (which `restartbed systemctl` speaks, with systemctl's
 // verbs and output), and each kubelet answers /healthz on a loopback port of its own, as the
-// kubelet's healthzPort (10248) does on its machine.
+// kubelet's healthzPort (10248) does on its machine. The same API injects a scenario's faults
+// into the nodes and pods of another process (a node's partition, a container's exit, ...), so
+// that scenarios and benchmarks drive nodes wherever they run.
 //
 // It owns the unit names, the control API and the healthz servers. It emulates nothing itself:
-// what stopping or starting a kubelet does is fakekubelet's (Kubelet.StopKubelet, StartKubelet).
+// what stopping or starting a kubelet, or a fault, does is fakekubelet's (Kubelet.StopKubelet,
+// StartKubelet, FailNode, ...).
 package nodectl
 
 import (
@@ -78,6 +81,9 @@ var Ops = []string{OpStart, OpStop, OpRestart, OpKill, OpResetFailed}
 //	GET  /v1/units/UNIT          one unit
 //	POST /v1/units/UNIT/OP       OP is start, stop, restart, kill or reset-failed
 //
+// and, when the kubelets also implement Faults, the faults (serveFaults), and when they implement
+// Watcher, GET /v1/stats (Stats).
+//
 // UNIT is a unit's name with or without ".service". Errors are JSON {"error": MESSAGE} with 404 for
 // a unit that does not exist and 400 for a verb that does not.
 type Server struct {
@@ -91,6 +97,12 @@ func NewServer(kubelets Kubelets) *Server {
 	s.mux.HandleFunc("GET /v1/units", s.list)
 	s.mux.HandleFunc("GET /v1/units/{unit}", s.get)
 	s.mux.HandleFunc("POST /v1/units/{unit}/{op}", s.operate)
+	if f, ok := kubelets.(Faults); ok {
+		s.serveFaults(f)
+	}
+	if w, ok := kubelets.(Watcher); ok {
+		s.serveStats(w)
+	}
 	return s
 }
 

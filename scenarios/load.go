@@ -330,6 +330,9 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 		l.addf(line("spec", "featureGates"), "spec.featureGates", "%v", err)
 	}
 	l.validateNodes(sc, doc)
+	if k := spec.Kubelets; k != nil && k.Processes < 1 {
+		l.addf(line("spec", "kubelets"), "spec.kubelets.processes", "must be at least 1, got %d: how many kubelet processes share the nodes", k.Processes)
+	}
 	if k := spec.Controllers.KueueFailureRecovery; k != nil && k.Threshold != nil && k.Threshold.Duration <= 0 {
 		l.addf(line("spec", "controllers", "kueueFailureRecovery", "threshold"), "spec.controllers.kueueFailureRecovery.threshold",
 			"must be positive, got %v: it is how long after a pod's deletionTimestamp the pod is failed", k.Threshold.Duration)
@@ -414,6 +417,36 @@ func (l *loader) validateNodes(sc *Scenario, doc *yaml.Node) {
 			}
 			l.addf(yamlpath.At(doc, "spec", "nodes", index).Line, "spec.nodes", "%s", strings.TrimPrefix(msg, "pools"))
 		}
+	}
+}
+
+// shardTarget checks a shard step's target: the scenario runs kubelet processes, and the target
+// names one of them, or a node or pod whose holder it is.
+func (l *loader) shardTarget(sc *Scenario, t *ShardTarget, node *yaml.Node, path string) {
+	k := sc.Spec.Kubelets
+	if k == nil || k.Processes < 1 {
+		l.addf(node.Line, path, "a shard step needs the nodes in kubelet processes: set spec.kubelets.processes")
+		return
+	}
+	given := 0
+	for _, set := range []bool{t.Shard != "", t.Node != "", t.NodeOf != nil} {
+		if set {
+			given++
+		}
+	}
+	switch {
+	case given != 1:
+		l.addf(node.Line, path, "give exactly one of shard, node and nodeOf")
+	case t.Shard != "":
+		var names []string
+		for i := range k.Processes {
+			names = append(names, envtest.KubeletProcessName(i))
+		}
+		if !slices.Contains(names, t.Shard) {
+			l.addf(yamlpath.At(node, "shard").Line, path+".shard", "no kubelet process %q in this scenario; they are %s", t.Shard, strings.Join(names, ", "))
+		}
+	default:
+		l.nodeTarget(sc, &NodeTarget{Node: t.Node, NodeOf: t.NodeOf}, node, path)
 	}
 }
 

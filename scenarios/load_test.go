@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // valid is SCENARIOS.md's example, with its manifest file beside it.
@@ -122,6 +124,11 @@ func TestMalformedScenarios(t *testing.T) {
 		{"delete by a bad pod reference", "", "s.yaml:44: spec.steps[5].delete.pod.selector: bad label selector"},
 		{"zero Kueue threshold", "      threshold: 0s\n", "s.yaml:20: spec.controllers.kueueFailureRecovery.threshold: must be positive, got 0s"},
 		{"unknown node", "  - expect: 'pods.map(p, p.metadata.uid) == captured.uids'\n", "s.yaml:44: spec.steps[5].failNode.node: no node \"gpu-0\" in this scenario; its nodes are pool-a-0, pool-a-1"},
+		{"a shard step without kubelet processes", "", "s.yaml:44: spec.steps[5].killShard: a shard step needs the nodes in kubelet processes: set spec.kubelets.processes"},
+		{"an unknown shard", "", "s.yaml:45: spec.steps[5].failShard.shard: no kubelet process \"kubelet-2\" in this scenario; they are kubelet-0, kubelet-1"},
+		{"a shard step with two targets", "", "s.yaml:45: spec.steps[5].recoverShard: give exactly one of shard, node and nodeOf"},
+		{"a shard step on an unknown node", "", "s.yaml:45: spec.steps[5].killShard.node: no node \"gpu-0\" in this scenario"},
+		{"no kubelet processes", "", "s.yaml:17: spec.kubelets.processes: must be at least 1, got 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -144,6 +151,16 @@ func TestMalformedScenarios(t *testing.T) {
 				content = strings.Replace(valid, "  timing: fast", "\ttiming: fast", 1)
 			case "unknown node":
 				content = valid + "  - failNode: {node: gpu-0}\n"
+			case "a shard step without kubelet processes":
+				content = valid + "  - killShard: {shard: kubelet-0}\n"
+			case "an unknown shard":
+				content = strings.Replace(valid, "  controllers:\n", "  kubelets: {processes: 2}\n  controllers:\n", 1) + "  - failShard: {shard: kubelet-2}\n"
+			case "a shard step with two targets":
+				content = strings.Replace(valid, "  controllers:\n", "  kubelets: {processes: 2}\n  controllers:\n", 1) + "  - recoverShard: {shard: kubelet-0, node: pool-a-0}\n"
+			case "a shard step on an unknown node":
+				content = strings.Replace(valid, "  controllers:\n", "  kubelets: {processes: 2, takeover: true}\n  controllers:\n", 1) + "  - killShard: {node: gpu-0}\n"
+			case "no kubelet processes":
+				content = strings.Replace(valid, "  controllers:\n", "  kubelets: {takeover: true}\n  controllers:\n", 1)
 			case "zero Kueue threshold":
 				content = strings.Replace(valid, "      threshold: 60s\n", tc.edit, 1)
 			case "delete by pod and by name":
@@ -298,6 +315,32 @@ func TestImages(t *testing.T) {
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("got:\n%s\nwant it to contain:\n%s", got, want)
+		}
+	}
+}
+
+// A scenario whose nodes run in kubelet processes needs the command to run them with, and the
+// real clock; without them it fails before any cluster starts, saying what is missing.
+func TestKubeletProcessesNeedTheirCommand(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "manifests/jobset.yaml", manifest)
+	sc, err := Load(write(t, dir, "s.yaml", strings.Replace(valid, "  controllers:\n", "  kubelets: {processes: 2}\n  controllers:\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opts RunOptions
+		want string
+	}{
+		{RunOptions{}, "RunOptions.KubeletCommand"},
+		{RunOptions{KubeletCommand: []string{"restartbed"}, Clock: clocktesting.NewFakeClock(time.Now())}, "the real clock"},
+	} {
+		res := Run(context.Background(), sc, tc.opts)
+		if res.Err == nil || !strings.Contains(res.Err.Error(), tc.want) {
+			t.Errorf("Run with %+v: %v, want an error that says %q", tc.opts, res.Err, tc.want)
+		}
+		if len(res.Steps) != len(sc.Spec.Steps) || res.Steps[0].Status != Skipped {
+			t.Errorf("Run with %+v: steps %+v, want all skipped", tc.opts, res.Steps)
 		}
 	}
 }

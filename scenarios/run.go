@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +52,10 @@ type RunOptions struct {
 	// AllowHostBinaries lets the scenario's programs run host executables (spec.programs[].binary);
 	// without it such a scenario fails with an *InvalidError before anything starts.
 	AllowHostBinaries bool
+	// KubeletCommand is the restartbed binary (and any arguments before its subcommand) that a
+	// scenario with spec.kubelets runs its kubelet processes with: restartbed run's own
+	// executable. Such a scenario fails without it.
+	KubeletCommand []string
 }
 
 // Status is the outcome of a step.
@@ -124,6 +130,36 @@ func (sc *Scenario) ClusterOptions() (envtest.Options, error) {
 	return opts, nil
 }
 
+// inKubeletProcesses turns the cluster's options into spec.kubelets' form: the nodes in kubelet
+// processes run with command, which take the nodes, timing, programs and images from the
+// scenario's file (restartbed kubelet --from).
+func (sc *Scenario) inKubeletProcesses(opts *envtest.Options, command []string, clk clock.WithTicker, allowHostBinaries bool) error {
+	k := sc.Spec.Kubelets
+	if len(command) == 0 {
+		return errors.New("spec.kubelets: no kubelet command to run the processes with (restartbed run sets it; the library: RunOptions.KubeletCommand)")
+	}
+	if clk != nil {
+		return errors.New("spec.kubelets: the kubelet processes run on the real clock, not RunOptions.Clock")
+	}
+	if fi, err := os.Stat(sc.File); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("spec.kubelets: the kubelet processes read the scenario from its file, and %q is not one", sc.File)
+	}
+	file, err := filepath.Abs(sc.File)
+	if err != nil {
+		return err
+	}
+	opts.KubeletProcesses, opts.KubeletCommand = k.Processes, command
+	opts.KubeletArgs = []string{"--from", file}
+	if k.Takeover {
+		opts.KubeletArgs = append(opts.KubeletArgs, "--takeover")
+	}
+	if allowHostBinaries {
+		opts.KubeletArgs = append(opts.KubeletArgs, "--allow-host-binaries")
+	}
+	opts.Programs, opts.Images, opts.ImageCommands = nil, nil, false
+	return nil
+}
+
 // Run runs a loaded scenario on a fresh cluster and stops the cluster before it returns.
 func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 	clk := opts.Clock
@@ -149,8 +185,16 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 		res.skipAll(0)
 		return res
 	}
-	clusterOpts.Clock = clk
-	clusterOpts.AllowHostBinaries = opts.AllowHostBinaries
+	if sc.Spec.Kubelets != nil {
+		if err := sc.inKubeletProcesses(&clusterOpts, opts.KubeletCommand, opts.Clock, opts.AllowHostBinaries); err != nil {
+			res.Err = fmt.Errorf("%s: %w", sc.File, err)
+			res.skipAll(0)
+			return res
+		}
+	} else {
+		clusterOpts.Clock = clk
+		clusterOpts.AllowHostBinaries = opts.AllowHostBinaries
+	}
 	if opts.Configure != nil {
 		opts.Configure(&clusterOpts)
 	}
@@ -394,6 +438,25 @@ func (r *runner) onNode(ctx context.Context, t *NodeTarget, do func(string) erro
 		node = pod.Spec.NodeName
 	}
 	return do(node)
+}
+
+// onShardNodes does something to every node the kubelet process holds now, and fails if it
+// holds none.
+func (r *runner) onShardNodes(ctx context.Context, shard string, do func(context.Context, string) error) error {
+	nodes, err := r.cluster.Faults().ShardNodes(ctx, shard)
+	if err != nil {
+		return err
+	}
+	if len(nodes) == 0 {
+		return fmt.Errorf("kubelet process %s holds no node", shard)
+	}
+	var errs []error
+	for _, node := range nodes {
+		if err := do(ctx, node); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // delete deletes an object as a client would (background propagation).

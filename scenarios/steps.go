@@ -35,6 +35,9 @@ type Step struct {
 	StartKubelet   *NodeTarget       `yaml:"startKubelet"`
 	RebootNode     *NodeTarget       `yaml:"rebootNode"`
 	OOMKill        *ContainerTarget  `yaml:"oomKill"`
+	KillShard      *ShardTarget      `yaml:"killShard"`
+	FailShard      *ShardTarget      `yaml:"failShard"`
+	RecoverShard   *ShardTarget      `yaml:"recoverShard"`
 
 	// Line is where the step starts in its file.
 	Line int `yaml:"-"`
@@ -103,31 +106,46 @@ var stepKinds = []stepKind{
 	{"oomKill", func(s *Step) bool { return s.OOMKill != nil }, checkOOMKill},
 	{"exec", func(s *Step) bool { return s.Exec != nil }, checkExec},
 	{"failNode", func(s *Step) bool { return s.FailNode != nil }, func(c *stepCheck) stepAction {
-		return c.nodeStep("failNode", c.step.FailNode, func(_ context.Context, r *runner, node string) error { return r.cluster.Kubelet.FailNode(node) })
+		return c.nodeStep("failNode", c.step.FailNode, func(ctx context.Context, r *runner, node string) error { return r.cluster.Faults().FailNode(ctx, node) })
 	}},
 	{"recoverNode", func(s *Step) bool { return s.RecoverNode != nil }, func(c *stepCheck) stepAction {
 		return c.nodeStep("recoverNode", c.step.RecoverNode, func(ctx context.Context, r *runner, node string) error {
-			return r.cluster.Kubelet.RecoverNode(ctx, node)
+			return r.cluster.Faults().RecoverNode(ctx, node)
 		})
 	}},
 	{"restartKubelet", func(s *Step) bool { return s.RestartKubelet != nil }, func(c *stepCheck) stepAction {
-		return c.nodeStep("restartKubelet", c.step.RestartKubelet, func(_ context.Context, r *runner, node string) error {
-			return r.cluster.Kubelet.RestartKubelet(node)
+		return c.nodeStep("restartKubelet", c.step.RestartKubelet, func(ctx context.Context, r *runner, node string) error {
+			return r.cluster.Faults().RestartKubelet(ctx, node)
 		})
 	}},
 	{"stopKubelet", func(s *Step) bool { return s.StopKubelet != nil }, func(c *stepCheck) stepAction {
-		return c.nodeStep("stopKubelet", c.step.StopKubelet, func(_ context.Context, r *runner, node string) error {
-			return r.cluster.Kubelet.StopKubelet(node)
+		return c.nodeStep("stopKubelet", c.step.StopKubelet, func(ctx context.Context, r *runner, node string) error {
+			return r.cluster.Faults().StopKubelet(ctx, node)
 		})
 	}},
 	{"startKubelet", func(s *Step) bool { return s.StartKubelet != nil }, func(c *stepCheck) stepAction {
 		return c.nodeStep("startKubelet", c.step.StartKubelet, func(ctx context.Context, r *runner, node string) error {
-			return r.cluster.Kubelet.StartKubelet(ctx, node)
+			return r.cluster.Faults().StartKubelet(ctx, node)
 		})
 	}},
 	{"rebootNode", func(s *Step) bool { return s.RebootNode != nil }, func(c *stepCheck) stepAction {
 		return c.nodeStep("rebootNode", c.step.RebootNode, func(ctx context.Context, r *runner, node string) error {
-			return r.cluster.Kubelet.RebootNode(ctx, node)
+			return r.cluster.Faults().RebootNode(ctx, node)
+		})
+	}},
+	{"killShard", func(s *Step) bool { return s.KillShard != nil }, func(c *stepCheck) stepAction {
+		return c.shardStep("killShard", c.step.KillShard, func(_ context.Context, r *runner, shard string) error {
+			return r.cluster.KillKubeletProcess(shard)
+		})
+	}},
+	{"failShard", func(s *Step) bool { return s.FailShard != nil }, func(c *stepCheck) stepAction {
+		return c.shardStep("failShard", c.step.FailShard, func(ctx context.Context, r *runner, shard string) error {
+			return r.onShardNodes(ctx, shard, r.cluster.Faults().FailNode)
+		})
+	}},
+	{"recoverShard", func(s *Step) bool { return s.RecoverShard != nil }, func(c *stepCheck) stepAction {
+		return c.shardStep("recoverShard", c.step.RecoverShard, func(ctx context.Context, r *runner, shard string) error {
+			return r.onShardNodes(ctx, shard, r.cluster.Faults().RecoverNode)
 		})
 	}},
 }
@@ -381,7 +399,7 @@ func (e exitContainerStep) title() string {
 
 func (e exitContainerStep) run(ctx context.Context, r *runner) error {
 	return r.onPod(ctx, e.Pod, func(pod *corev1.Pod) error {
-		return r.cluster.Kubelet.ExitContainer(pod.Namespace, pod.Name, e.Container, *e.ExitCode)
+		return r.cluster.Faults().ExitContainer(ctx, pod.Namespace, pod.Name, e.Container, *e.ExitCode)
 	})
 }
 
@@ -399,7 +417,7 @@ func (o oomKillStep) title() string { return fmt.Sprintf("oomKill %s/%s", o.Pod,
 
 func (o oomKillStep) run(ctx context.Context, r *runner) error {
 	return r.onPod(ctx, o.Pod, func(pod *corev1.Pod) error {
-		return r.cluster.Kubelet.OOMKill(pod.Namespace, pod.Name, o.Container)
+		return r.cluster.Faults().OOMKill(ctx, pod.Namespace, pod.Name, o.Container)
 	})
 }
 
@@ -422,7 +440,7 @@ func (e execStep) title() string {
 
 func (e execStep) run(ctx context.Context, r *runner) error {
 	return r.onPod(ctx, e.Pod, func(pod *corev1.Pod) error {
-		code, out, err := r.cluster.Kubelet.Exec(ctx, pod.Namespace, pod.Name, e.Container, e.Command)
+		code, out, err := r.cluster.Faults().Exec(ctx, pod.Namespace, pod.Name, e.Container, e.Command)
 		if err != nil {
 			return err
 		}
@@ -449,4 +467,32 @@ func (n nodeStep) title() string { return n.key + " " + n.target.String() }
 
 func (n nodeStep) run(ctx context.Context, r *runner) error {
 	return r.onNode(ctx, n.target, func(node string) error { return n.do(ctx, r, node) })
+}
+
+// killShard, failShard, recoverShard: a fault of a whole kubelet process, named or as the
+// holder of a node.
+type shardStep struct {
+	key    string
+	target *ShardTarget
+	do     func(ctx context.Context, r *runner, shard string) error
+}
+
+func (c *stepCheck) shardStep(key string, target *ShardTarget, do func(ctx context.Context, r *runner, shard string) error) stepAction {
+	c.l.shardTarget(c.sc, target, c.at(key), c.field(key))
+	return shardStep{key: key, target: target, do: do}
+}
+
+func (s shardStep) title() string { return s.key + " " + s.target.String() }
+
+func (s shardStep) run(ctx context.Context, r *runner) error {
+	if s.target.Shard != "" {
+		return s.do(ctx, r, s.target.Shard)
+	}
+	return r.onNode(ctx, &NodeTarget{Node: s.target.Node, NodeOf: s.target.NodeOf}, func(node string) error {
+		shard, err := r.cluster.Faults().ShardOf(ctx, node)
+		if err != nil {
+			return err
+		}
+		return s.do(ctx, r, shard)
+	})
 }

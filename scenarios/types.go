@@ -61,9 +61,11 @@ type Spec struct {
 	KubernetesVersion string          `yaml:"kubernetesVersion"`
 	FeatureGates      map[string]bool `yaml:"featureGates"`
 	Nodes             []NodePool      `yaml:"nodes"`
-	Controllers       Controllers     `yaml:"controllers"`
-	Programs          []Program       `yaml:"programs"`
-	Images            []Image         `yaml:"images"`
+	// Kubelets runs the nodes in kubelet processes instead of in restartbed's own (optional).
+	Kubelets    *Kubelets   `yaml:"kubelets"`
+	Controllers Controllers `yaml:"controllers"`
+	Programs    []Program   `yaml:"programs"`
+	Images      []Image     `yaml:"images"`
 	// ImageCommands: containers without a command run their image's entrypoint and default
 	// command (known images, docs/images.md) instead of running until stopped.
 	ImageCommands bool           `yaml:"imageCommands"`
@@ -79,6 +81,16 @@ type NodePool struct {
 	Capacity map[string]string `yaml:"capacity"`
 	// Taints is a corev1.Taint list, decoded as Kubernetes decodes it.
 	Taints yaml.Node `yaml:"taints"`
+}
+
+// Kubelets is spec.kubelets: the scenario's nodes run in `restartbed kubelet` processes of one
+// shard group, kubelet-0 ... kubelet-(processes-1), which divide the nodes among themselves, as
+// `restartbed up --kubelets` runs them (docs/join.md); the shard steps fail one of them.
+type Kubelets struct {
+	Processes int `yaml:"processes"`
+	// Takeover: once a process's shard Lease expires (killShard), the live processes take its
+	// nodes over and start their pods' containers anew; without it, the nodes stay NotReady.
+	Takeover bool `yaml:"takeover"`
 }
 
 // Controllers are the optional controllers a scenario turns on.
@@ -160,6 +172,21 @@ func (o Object) Origin() string {
 type NodeTarget struct {
 	Node   string  `yaml:"node"`
 	NodeOf *PodRef `yaml:"nodeOf"`
+}
+
+// ShardTarget names one of the kubelet processes (spec.kubelets): by name (kubelet-1), or as
+// the one that holds a node, or a pod's node, when the step runs.
+type ShardTarget struct {
+	Shard  string  `yaml:"shard"`
+	Node   string  `yaml:"node"`
+	NodeOf *PodRef `yaml:"nodeOf"`
+}
+
+func (t *ShardTarget) String() string {
+	if t.Shard != "" {
+		return t.Shard
+	}
+	return "holding " + (&NodeTarget{Node: t.Node, NodeOf: t.NodeOf}).String()
 }
 
 // PodRef is {name} or {selector, index}: the index-th of the matching pods sorted by name.

@@ -36,7 +36,8 @@ type nodeControlFlags struct {
 // kubelet's nodes have no fixed order to number their ports by).
 func addNodeControlFlags(flags *pflag.FlagSet, f *nodeControlFlags, healthz bool) {
 	flags.StringVar(&f.socket, "control-socket", "",
-		"serve the nodes' kubelets as systemd units (kubelet-NODE.service) on this Unix socket, for restartbed systemctl to stop, start and restart")
+		"serve the nodes' kubelets as systemd units (kubelet-NODE.service) on this Unix socket, for restartbed systemctl to stop, start and restart, "+
+			"and their faults (a node's partition or reboot, a container's exit), for the scenarios and benchmarks that run these nodes (docs/fakekubelet.md)")
 	if healthz {
 		flags.IntVar(&f.healthzPort, "kubelet-healthz-port", 0,
 			"serve each node's kubelet healthz (/healthz, as the kubelet's port 10248) on 127.0.0.1: the first node's on this port, the next node's one more, ...; 0: none")
@@ -80,6 +81,12 @@ func (f nodeControlFlags) check(nodes int) error {
 	}
 	return nil
 }
+
+// The control socket serves the kubelets' faults and stats too.
+var (
+	_ nodectl.Faults  = (*fakekubelet.Kubelet)(nil)
+	_ nodectl.Watcher = (*fakekubelet.Kubelet)(nil)
+)
 
 // nodeControl is what serveNodeControl serves, for the banner.
 type nodeControl struct {

@@ -147,6 +147,11 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 			traces[i] = f
 		}
 	}
+	// A scenario with spec.kubelets runs its kubelet processes with this binary.
+	self, err := os.Executable()
+	if err != nil {
+		return exitError{code: exitFailed, err: fmt.Errorf("this binary's path: %w", err)}
+	}
 	sem := make(chan struct{}, flags.parallel)
 	var wg sync.WaitGroup
 	for i := range all {
@@ -154,7 +159,7 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 		wg.Go(func() {
 			defer func() { <-sem }()
 			results[i] = scenarios.Run(ctx, all[i], scenarios.RunOptions{Progress: progress, Trace: traces[i], AllowHostBinaries: flags.allowBinaries,
-				Configure: func(o *envtest.Options) { o.Logger = &logger }})
+				KubeletCommand: []string{self}, Configure: func(o *envtest.Options) { o.Logger = &logger }})
 		})
 	}
 	wg.Wait()

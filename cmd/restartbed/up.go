@@ -344,6 +344,9 @@ func printUp(out io.Writer, cluster *envtest.Cluster, kubeconfig string, sc *sce
 		fmt.Fprintf(out, "  nodes:         %s\n", strings.Join(cluster.Kubelet.NodeNames(), ", "))
 	} else if n := cluster.KubeletProcesses(); n > 0 {
 		fmt.Fprintf(out, "  nodes:         %d, run by %d restartbed kubelet processes (shard group %s)\n", cluster.GroupNodes(), n, envtest.KubeletGroup)
+		for _, name := range cluster.KubeletProcessNames() {
+			fmt.Fprintf(out, "  %-14s restartbed systemctl --control-socket %s list-units   # its nodes' kubelets\n", name+":", cluster.KubeletControlSocket(name))
+		}
 	} else {
 		fmt.Fprintln(out, "  nodes:         none yet: join some with restartbed kubelet --kubeconfig KUBECONFIG (docs/join.md)")
 	}

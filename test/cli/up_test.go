@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/restartbed/restartbed/test/restartbedbin"
 	"github.com/restartbed/restartbed/test/specs"
 )
 
@@ -39,34 +39,17 @@ func kubectl(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// cliDir holds the restartbed binary the tests share; TestMain removes it.
-var cliDir string
-
 func TestMain(m *testing.M) {
 	// envtest's clusters (shardloss_test.go) start controller-runtime's, which logs through its
 	// global logger: set once, to nowhere.
 	ctrllog.SetLogger(logr.Discard())
-	var err error
-	if cliDir, err = os.MkdirTemp("", "restartbed-cli-"); err != nil {
-		fmt.Fprintln(os.Stderr, "creating the directory of the CLI's build:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(cliDir)
+	restartbedbin.Remove()
 	os.Exit(code)
 }
 
-var buildOnce = sync.OnceValues(func() ([]byte, error) {
-	return exec.Command("go", "build", "-o", filepath.Join(cliDir, "restartbed"), "../../cmd/restartbed").CombinedOutput()
-})
-
 // buildCLI builds cmd/restartbed, once for all the tests, and returns its path.
-func buildCLI(t testing.TB) string {
-	if out, err := buildOnce(); err != nil {
-		t.Fatalf("building restartbed: %v\n%s", err, out)
-	}
-	return filepath.Join(cliDir, "restartbed")
-}
+func buildCLI(t testing.TB) string { return restartbedbin.Path(t) }
 
 // TestUpServesKubectlUntilInterrupted starts `restartbed up`, uses the kubeconfig it writes with
 // kubectl (nodes, a JobSet restarting in place, its pods and status), interrupts it like Ctrl-C
