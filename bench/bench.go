@@ -9,6 +9,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,14 @@ type Options struct {
 	// say. The report then counts its processes' CPU and memory (CPU.HostBinaries,
 	// Memory.HostBinaries); the agents' requests and the herd are not measured.
 	AgentBinary string
+	// KubeletProcesses runs the nodes in that many `restartbed kubelet` processes of one shard
+	// group (envtest.Options.KubeletProcesses), started with KubeletCommand: the report then has
+	// each process's nodes, CPU, peak memory and pod watch events (Restart.Shards), and
+	// CPU.Restartbed is this process's alone (the JobSet controller). The agents run in the
+	// processes, restartbed's builtin with its jitter, so neither their requests nor the herd are
+	// measured.
+	KubeletProcesses int
+	KubeletCommand   []string
 }
 
 // DefaultHeartbeatBudget is how many Lease renewals a second the nodes may make unless Options
@@ -128,6 +137,9 @@ type Report struct {
 	// AgentBinary is the host executable the agents ran (Options.AgentBinary); empty: the
 	// builtin agent, inside restartbed.
 	AgentBinary string `json:"agentBinary,omitempty"`
+	// KubeletProcesses is how many kubelet processes ran the nodes (Options.KubeletProcesses);
+	// 0: this process.
+	KubeletProcesses int `json:"kubeletProcesses,omitempty"`
 	// StartedAt is when the run began.
 	StartedAt time.Time `json:"startedAt"`
 	// ClusterStart is how long the control plane and the nodes took to come up.
@@ -183,10 +195,25 @@ type Restart struct {
 	// CPU.APIServer less this is what the restart cost the apiserver besides its writes (watch
 	// events to every watcher, the agents' lists).
 	WritesCPU Duration `json:"writesCPUSeconds"`
+	// Shards are what each kubelet process used from the exit to every worker running again
+	// (Options.KubeletProcesses), by name.
+	Shards []Shard `json:"shards,omitempty"`
 	// Agents is what the agent processes started during the restart met.
 	Agents *AgentStats `json:"agents,omitempty"`
 	// Herd is what followed when every agent's watch broke at once after the restart.
 	Herd *Herd `json:"herd,omitempty"`
+}
+
+// Shard is what one kubelet process used over a restart.
+type Shard struct {
+	Name string `json:"name"`
+	// Nodes counts the nodes it ran at the end of the restart.
+	Nodes int `json:"nodes"`
+	// CPU is its CPU time over the restart; PeakRSS its peak resident memory so far.
+	CPU     Duration `json:"cpuSeconds"`
+	PeakRSS int64    `json:"peakRSSBytes"`
+	// PodWatchEvents are the pod events the apiserver's watches sent it over the restart.
+	PodWatchEvents uint64 `json:"podWatchEvents"`
 }
 
 // FlowControl is what API Priority and Fairness did to a run's requests, as the apiserver
@@ -209,6 +236,8 @@ type Memory struct {
 	// HostBinaryProcesses how many there were then.
 	HostBinaries        int64 `json:"hostBinariesBytes,omitempty"`
 	HostBinaryProcesses int   `json:"hostBinaryProcesses,omitempty"`
+	// KubeletProcesses is the sum of the kubelet processes' peak RSS (Options.KubeletProcesses).
+	KubeletProcesses int64 `json:"kubeletProcessesBytes,omitempty"`
 }
 
 func (o *Options) complete() error {
@@ -243,6 +272,19 @@ func (o *Options) complete() error {
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.KubeletProcesses < 0 {
+		return fmt.Errorf("--kubelets must not be negative, got %d", o.KubeletProcesses)
+	}
+	if o.KubeletProcesses > 0 {
+		switch {
+		case len(o.KubeletCommand) == 0:
+			return errors.New("kubelet processes need the restartbed binary to run (Options.KubeletCommand)")
+		case o.AgentBinary != "":
+			return errors.New("--agent-binary runs in this process's kubelet: not with --kubelets")
+		case !*o.AgentJitter:
+			return errors.New("--agent-jitter=false sets the agents of this process's kubelet: the kubelet processes run restartbed's builtin agent, with jitter")
+		}
 	}
 	if o.AgentBinary != "" {
 		if err := hostproc.CheckBinary(o.AgentBinary); err != nil {
@@ -281,7 +323,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		clusterOpts.AllowHostBinaries = true
 		rep.AgentBinary = opts.AgentBinary
 	}
-	clusterOpts.Programs = append([]program.Rule{agentRule}, clusterOpts.Programs...)
+	if opts.KubeletProcesses > 0 {
+		// Their agent is restartbed's builtin, the processes' default program.
+		clusterOpts.KubeletProcesses, clusterOpts.KubeletCommand = opts.KubeletProcesses, opts.KubeletCommand
+		clusterOpts.KubeletArgs = append(clusterOpts.KubeletArgs, "--heartbeat-scale", strconv.Itoa(scale))
+		rep.KubeletProcesses = opts.KubeletProcesses
+	} else {
+		clusterOpts.Programs = append([]program.Rule{agentRule}, clusterOpts.Programs...)
+	}
 	progress("starting a control plane with %d nodes (%s timing, Leases renewed every %s)", opts.Pods, opts.Timing.Name, rep.LeaseRenewInterval)
 	cluster, err := envtest.Start(ctx, clusterOpts)
 	if err != nil {
@@ -291,7 +340,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.ClusterStart = Duration(time.Since(rep.StartedAt))
 	progress("cluster up in %s", rep.ClusterStart)
 
-	procs := findProcesses()
+	procs := findProcesses(cluster)
 	err = run(ctx, cluster, opts, tracker, procs, rep, progress)
 	rep.Memory = procs.peakMemory()
 	for _, r := range rep.Restarts {
@@ -381,8 +430,11 @@ const (
 	procCount
 )
 
-// processes are the pids of the run's processes (0 if not found).
-type processes [procCount]int
+// processes are the pids of the run's processes (0 if not found), and its kubelet processes.
+type processes struct {
+	pids    [procCount]int
+	cluster *envtest.Cluster
+}
 
 // childCommands name the children by their /proc comm, which keeps 15 bytes of a name.
 var childCommands = map[string]int{
@@ -392,12 +444,12 @@ var childCommands = map[string]int{
 	"kube-scheduler":  procScheduler,
 }
 
-func findProcesses() processes {
-	var p processes
-	p[procRestartbed] = os.Getpid()
-	for _, pid := range procfs.Children(p[procRestartbed]) {
+func findProcesses(cluster *envtest.Cluster) processes {
+	p := processes{cluster: cluster}
+	p.pids[procRestartbed] = os.Getpid()
+	for _, pid := range procfs.Children(p.pids[procRestartbed]) {
 		if i, ok := childCommands[procfs.Command(pid)]; ok {
-			p[i] = pid
+			p.pids[i] = pid
 		}
 	}
 	return p
@@ -406,7 +458,7 @@ func findProcesses() processes {
 // each reads f for every process; a process not found or gone reads as zero.
 func each[T any](p processes, f func(pid int) (T, error)) [procCount]T {
 	var out [procCount]T
-	for i, pid := range p {
+	for i, pid := range p.pids {
 		if pid == 0 {
 			continue
 		}
@@ -420,8 +472,13 @@ func each[T any](p processes, f func(pid int) (T, error)) [procCount]T {
 // peakMemory reads the peak RSS of the run's processes.
 func (p processes) peakMemory() Memory {
 	v := each(p, procfs.PeakRSS)
-	return Memory{Restartbed: v[procRestartbed], APIServer: v[procAPIServer], Etcd: v[procEtcd],
+	m := Memory{Restartbed: v[procRestartbed], APIServer: v[procAPIServer], Etcd: v[procEtcd],
 		ControllerManager: v[procControllerManager], Scheduler: v[procScheduler]}
+	for _, name := range p.cluster.KubeletProcessNames() {
+		rss, _ := procfs.PeakRSS(p.cluster.KubeletProcessPID(name)) // a process gone reads as zero
+		m.KubeletProcesses += rss
+	}
+	return m
 }
 
 // HostBinaries are the live processes of the host binaries' sandboxes at one moment.
@@ -441,6 +498,9 @@ type CPU struct {
 	// HostBinaries is what the host binaries' sandboxes used (helpers, their processes and the
 	// processes they reaped), with Options.AgentBinary.
 	HostBinaries Duration `json:"hostBinariesSeconds,omitempty"`
+	// KubeletProcesses is what the kubelet processes used together (Options.KubeletProcesses;
+	// Restart.Shards has each).
+	KubeletProcesses Duration `json:"kubeletProcessesSeconds,omitempty"`
 	// Available is the span's wall time times the cores Go could use.
 	Available Duration `json:"availableSeconds"`
 }
@@ -450,19 +510,61 @@ type cpuMark struct {
 	at       time.Time
 	used     [procCount]time.Duration
 	binaries time.Duration
+	// kubelets are the kubelet processes' CPU times, by name.
+	kubelets map[string]time.Duration
 }
 
 func (p processes) cpu() cpuMark {
-	return cpuMark{at: time.Now(), used: each(p, procfs.CPUTime), binaries: p.binariesCPU()}
+	m := cpuMark{at: time.Now(), used: each(p, procfs.CPUTime), binaries: p.binariesCPU(), kubelets: map[string]time.Duration{}}
+	for _, name := range p.cluster.KubeletProcessNames() {
+		m.kubelets[name], _ = procfs.CPUTime(p.cluster.KubeletProcessPID(name)) // a process gone reads as zero
+	}
+	return m
 }
 
 // since is the CPU used from m to now.
 func (p processes) since(m cpuMark) CPU {
 	now := p.cpu()
 	d := func(i int) Duration { return Duration(now.used[i] - m.used[i]) }
-	return CPU{Restartbed: d(procRestartbed), APIServer: d(procAPIServer), Etcd: d(procEtcd),
+	c := CPU{Restartbed: d(procRestartbed), APIServer: d(procAPIServer), Etcd: d(procEtcd),
 		ControllerManager: d(procControllerManager), Scheduler: d(procScheduler), HostBinaries: Duration(now.binaries - m.binaries),
 		Available: Duration(now.at.Sub(m.at) * time.Duration(goruntime.GOMAXPROCS(0)))}
+	for name, used := range now.kubelets {
+		c.KubeletProcesses += Duration(used - m.kubelets[name])
+	}
+	return c
+}
+
+// shardMark is a reading of the kubelet processes' pod watch events, by name.
+type shardMark map[string]uint64
+
+func (p processes) shardWatch(ctx context.Context) (shardMark, error) {
+	m := shardMark{}
+	for _, name := range p.cluster.KubeletProcessNames() {
+		st, err := p.cluster.KubeletProcessStats(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("the stats of kubelet process %s: %w", name, err)
+		}
+		m[name] = st.PodWatchEvents
+	}
+	return m, nil
+}
+
+// shards is what each kubelet process used from the marks to now.
+func (p processes) shards(ctx context.Context, cpu cpuMark, watch shardMark) ([]Shard, error) {
+	var out []Shard
+	for _, name := range p.cluster.KubeletProcessNames() {
+		pid := p.cluster.KubeletProcessPID(name)
+		st, err := p.cluster.KubeletProcessStats(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("the stats of kubelet process %s: %w", name, err)
+		}
+		used, _ := procfs.CPUTime(pid) // a process gone reads as zero
+		rss, _ := procfs.PeakRSS(pid)  // as above
+		out = append(out, Shard{Name: name, Nodes: st.Nodes, CPU: Duration(used - cpu.kubelets[name]), PeakRSS: rss,
+			PodWatchEvents: st.PodWatchEvents - watch[name]})
+	}
+	return out, nil
 }
 
 // helperCommand is the sandbox helpers' /proc comm: restartbed-sandbox, cut to 15 bytes.
@@ -471,7 +573,7 @@ const helperCommand = "restartbed-sand"
 // helpers are restartbed's sandbox helpers alive now.
 func (p processes) helpers() []int {
 	var pids []int
-	for _, pid := range procfs.Children(p[procRestartbed]) {
+	for _, pid := range procfs.Children(p.pids[procRestartbed]) {
 		if procfs.Command(pid) == helperCommand {
 			pids = append(pids, pid)
 		}

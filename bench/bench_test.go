@@ -32,6 +32,13 @@ func TestCheckOptions(t *testing.T) {
 		{"not a multiple", Options{Pods: 10, PodsPerJob: 4}, "--pods 10 is not a multiple of --pods-per-job 4"},
 		{"one pod per job", Options{Pods: 3, PodsPerJob: 1}, ""},
 		{"unknown strategy", Options{Pods: 4, Strategies: []Strategy{"blocking"}}, `unknown strategy "blocking"`},
+		{"kubelet processes", Options{Pods: 4, KubeletProcesses: 2, KubeletCommand: []string{"restartbed"}}, ""},
+		{"kubelet processes without their command", Options{Pods: 4, KubeletProcesses: 2}, "Options.KubeletCommand"},
+		{"negative kubelet processes", Options{Pods: 4, KubeletProcesses: -1}, "--kubelets must not be negative"},
+		{"kubelet processes and an agent binary", Options{Pods: 4, KubeletProcesses: 2, KubeletCommand: []string{"restartbed"}, AgentBinary: "/bin/true"},
+			"not with --kubelets"},
+		{"kubelet processes without jitter", Options{Pods: 4, KubeletProcesses: 2, KubeletCommand: []string{"restartbed"}, AgentJitter: new(false)},
+			"--agent-jitter=false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckOptions(tc.opts)
@@ -171,8 +178,10 @@ func TestReportJSONRoundTrip(t *testing.T) {
 		Bound: Bound{Concurrency: 16, Pods: 1000, CreatesPerSecond: 600, PatchesPerSecond: 400},
 		Restarts: []*Restart{{Strategy: InPlace, Restart: Duration(1500 * time.Millisecond), WritesPerPod: 11.5,
 			Milestones: []Milestone{{Stage: stageRunning, First: ptr.To(Duration(time.Second)), All: ptr.To(Duration(1500 * time.Millisecond))}},
-			Agents:     &AgentStats{Jitter: true, Processes: 8, ToWatch: Quantiles{P50: Duration(time.Millisecond)}}}},
-		Memory: Memory{Restartbed: 1 << 30},
+			Agents:     &AgentStats{Jitter: true, Processes: 8, ToWatch: Quantiles{P50: Duration(time.Millisecond)}},
+			Shards:     []Shard{{Name: "kubelet-0", Nodes: 8, CPU: Duration(time.Second), PeakRSS: 1 << 20, PodWatchEvents: 40}}}},
+		Memory:           Memory{Restartbed: 1 << 30, KubeletProcesses: 1 << 20},
+		KubeletProcesses: 1,
 	}
 	data, err := json.Marshal(rep)
 	if err != nil {
@@ -220,10 +229,14 @@ func TestReadReportRefusesOtherFiles(t *testing.T) {
 // The table shows each figure, and with --compare the previous run's beside it.
 func TestWriteTableCompares(t *testing.T) {
 	now := &Report{Pods: 100, Nodes: 100, PodsPerJob: 4, CPUs: 2, Timing: "realistic",
-		Bound: Bound{Concurrency: 16, CreatesPerSecond: 580, PatchesPerSecond: 410},
+		Bound:            Bound{Concurrency: 16, CreatesPerSecond: 580, PatchesPerSecond: 410},
+		KubeletProcesses: 2,
 		Restarts: []*Restart{
 			{Strategy: InPlace, Restart: Duration(4600 * time.Millisecond), WritesPerPod: 11.54, WritesTotal: 1154,
-				Writes: map[string]int64{"PATCH pods/status": 400, "APPLY pods": 100}},
+				Writes: map[string]int64{"PATCH pods/status": 400, "APPLY pods": 100},
+				CPU:    CPU{KubeletProcesses: Duration(2 * time.Second)},
+				Shards: []Shard{{Name: "kubelet-0", Nodes: 60, CPU: Duration(1200 * time.Millisecond), PeakRSS: 90 << 20, PodWatchEvents: 300},
+					{Name: "kubelet-1", Nodes: 40, CPU: Duration(800 * time.Millisecond), PeakRSS: 80 << 20, PodWatchEvents: 200}}},
 			{Strategy: Recreate, Restart: Duration(7600 * time.Millisecond), Replaced: 100}},
 		RecreateOverInPlace: 7.6 / 4.6,
 	}
@@ -239,6 +252,10 @@ func TestWriteTableCompares(t *testing.T) {
 		"7.60s",         // recreate, which the previous run did not measure
 		"recreate / in place: 1.7×",
 		"writes: PATCH pods/status 400, APPLY pods 100",
+		"in 2 restartbed kubelet processes",
+		"20.0ms (-)", // the kubelet processes' CPU per pod; the previous run had none
+		"kubelet-0: 60 nodes, CPU 1.2s, peak RSS 90 MiB, 300 pod watch events",
+		"kubelet-1: 40 nodes, CPU 0.8s, peak RSS 80 MiB, 200 pod watch events",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())

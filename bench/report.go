@@ -37,6 +37,9 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 	if r.AgentBinary != "" {
 		fmt.Fprintf(w, "agents: the host binary %s, one process per pod in a sandbox of its own (docs/host-binaries.md)\n", r.AgentBinary)
 	}
+	if r.KubeletProcesses > 0 {
+		fmt.Fprintf(w, "nodes: in %d restartbed kubelet processes of one shard group; \"restartbed\" below is this process alone (the JobSet controller)\n", r.KubeletProcesses)
+	}
 	if r.HeartbeatScale > 1 {
 		fmt.Fprintf(w, "nodes renewed their Leases every %s, %d× the %s profile's interval, to stay within the heartbeat budget\n",
 			r.LeaseRenewInterval, r.HeartbeatScale, r.Timing)
@@ -103,6 +106,15 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 				return fmt.Sprintf("%.1fs / %d, %s", m.CPU.HostBinaries.Seconds(), m.HostBinaries.Processes, byteSize(m.HostBinaries.Bytes))
 			})
 		}
+		if r.KubeletProcesses > 0 {
+			used := func(m *Restart) bool { return m.CPU.KubeletProcesses > 0 }
+			row("kubelet processes: CPU in all", func(m *Restart) string {
+				return orDash(used(m), fmt.Sprintf("%.1fs", m.CPU.KubeletProcesses.Seconds()))
+			})
+			row("kubelet processes: CPU per pod", func(m *Restart) string {
+				return orDash(used(m), fmt.Sprintf("%.1fms", m.CPU.KubeletProcesses.Seconds()*1000/float64(max(r.Pods, 1))))
+			})
+		}
 		row("apiserver CPU: the writes at the bound's cost / in all", func(m *Restart) string {
 			return orDash(m.WritesCPU > 0, fmt.Sprintf("%.0fs / %.0fs", m.WritesCPU.Seconds(), m.CPU.APIServer.Seconds()))
 		})
@@ -155,6 +167,9 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 	if r.Memory.HostBinaryProcesses > 0 {
 		fmt.Fprintf(w, "peak RSS of the host binaries' %d processes, summed: %s\n", r.Memory.HostBinaryProcesses, byteSize(r.Memory.HostBinaries))
 	}
+	if r.Memory.KubeletProcesses > 0 {
+		fmt.Fprintf(w, "peak RSS of the %d kubelet processes, summed: %s\n", r.KubeletProcesses, byteSize(r.Memory.KubeletProcesses))
+	}
 
 	for _, m := range r.Restarts {
 		fmt.Fprintf(w, "\n%s: where the time went (from the worker's exit)\n", m.Strategy)
@@ -166,6 +181,9 @@ func (r *Report) WriteTable(w io.Writer, previous *Report) {
 		tw.Flush()
 		if len(m.Writes) > 0 {
 			fmt.Fprintf(w, "  writes: %s\n", counts(sortedByCount(m.Writes), m.Writes))
+		}
+		for _, sh := range m.Shards {
+			fmt.Fprintf(w, "  %s: %d nodes, CPU %.1fs, peak RSS %s, %d pod watch events\n", sh.Name, sh.Nodes, sh.CPU.Seconds(), byteSize(sh.PeakRSS), sh.PodWatchEvents)
 		}
 		if len(m.WatchEvents) > 0 {
 			var parts []string

@@ -77,6 +77,10 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 		return nil, err
 	}
 	agentsBefore := tracker.mark()
+	watchBefore, err := procs.shardWatch(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cpuBefore := procs.cpu()
 	exitAt := time.Now()
 	obs.arm(livePods(pods), current, exitAt)
@@ -84,7 +88,7 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	// A restart that fails still waits for the profile, so that nothing writes to
 	// opts.APIServerProfile once the benchmark has returned; it is written all the same.
 	defer func() { _ = profiled() }()
-	if err := cluster.Kubelet.ExitContainer(ns, victim, workerContainer, workerExitCode); err != nil {
+	if err := cluster.Faults().ExitContainer(ctx, ns, victim, workerContainer, workerExitCode); err != nil {
 		return nil, fmt.Errorf("making worker %s/%s exit: %w", ns, victim, err)
 	}
 	progress("%s: worker of pod %s exited %d; waiting for every worker to run again", strategy, victim, workerExitCode)
@@ -95,6 +99,9 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	r.Restart = Duration(time.Since(exitAt))
 	r.CPU = procs.since(cpuBefore)
 	r.HostBinaries = procs.binaries()
+	if r.Shards, err = procs.shards(ctx, cpuBefore, watchBefore); err != nil {
+		return r, err
+	}
 	progress("%s: every worker runs again %s after the exit", strategy, r.Restart)
 	if opts.Restarted != nil {
 		opts.Restarted(strategy)
@@ -113,9 +120,11 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	r.Replaced = obs.replaced
 	obs.mu.Unlock()
 	r.account(after.since(before), opts.Pods, bound)
-	r.Agents = tracker.since(agentsBefore, *opts.AgentJitter)
+	if opts.KubeletProcesses == 0 { // the processes' agents are not the tracker's
+		r.Agents = tracker.since(agentsBefore, *opts.AgentJitter)
+	}
 
-	if opts.AgentBinary == "" { // a host binary's watches are its own: nothing to break
+	if opts.AgentBinary == "" && opts.KubeletProcesses == 0 { // a host binary's or a process's agents are out of reach
 		progress("%s: breaking every agent's watch at once", strategy)
 		if r.Herd, err = measureHerd(ctx, cluster, tracker, *opts.AgentJitter, opts.Timeout); err != nil {
 			return r, err

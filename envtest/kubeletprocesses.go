@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/restartbed/restartbed/fakekubelet/shards"
+	"github.com/restartbed/restartbed/nodectl"
 )
 
 // This file runs the nodes in `restartbed kubelet` processes of one shard group on this machine
@@ -210,6 +211,23 @@ func (c *Cluster) kubeletProcess(name string) *component {
 // KubeletControlSocket is where the named kubelet process serves its nodes' units and faults
 // (package nodectl; restartbed systemctl --control-socket).
 func (c *Cluster) KubeletControlSocket(name string) string { return c.work.file(name + ".sock") }
+
+// KubeletProcessPID is the process ID of the named kubelet process, or 0 if there is none.
+func (c *Cluster) KubeletProcessPID(name string) int {
+	if p := c.kubeletProcess(name); p != nil {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
+// KubeletProcessStats reads what the named kubelet process says of its load through its control
+// socket: its nodes and its pod watches' events.
+func (c *Cluster) KubeletProcessStats(ctx context.Context, name string) (nodectl.Stats, error) {
+	if c.kubeletProcess(name) == nil {
+		return nodectl.Stats{}, fmt.Errorf("no kubelet process is named %q; they are %v", name, c.KubeletProcessNames())
+	}
+	return nodectl.NewClient(c.KubeletControlSocket(name)).Stats(ctx)
+}
 
 // KillKubeletProcess kills the named kubelet process at once, as a machine that loses power:
 // its nodes stop renewing their Leases and its pods' containers are gone with it; the group's

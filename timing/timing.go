@@ -229,13 +229,24 @@ func (p Profile) WithHeartbeatBudget(nodes int, perSecond float64) (Profile, int
 	if factor <= 1 {
 		return p, 1
 	}
+	return p.WithHeartbeatScale(factor), factor
+}
+
+// WithHeartbeatScale returns the profile with the nodes' heartbeats stretched by factor, as
+// WithHeartbeatBudget stretches them: the kubelets' renew interval, lease duration and status
+// report frequency, and the node lifecycle controller's grace periods. A factor below 2 leaves
+// the profile as it is.
+func (p Profile) WithHeartbeatScale(factor int) Profile {
+	if factor <= 1 {
+		return p
+	}
 	k := time.Duration(factor)
 	p.NodeLeaseRenewInterval *= k
 	p.NodeLeaseDuration *= k
 	p.NodeStatusReportFrequency *= k
 	p.NodeMonitorGracePeriod *= k
 	p.NodeStartupGracePeriod *= k
-	return p, factor
+	return p
 }
 
 // Validate reports the first field that no component could work with.

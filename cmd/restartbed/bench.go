@@ -37,6 +37,7 @@ type benchFlags struct {
 	apiProfileFor    time.Duration
 	agentBinary      string
 	allowBinaries    bool
+	kubelets         int
 }
 
 func newBenchCommand() *cobra.Command {
@@ -71,6 +72,12 @@ report and grace periods are stretched by one whole factor, which the report sta
 (upstream JobSet's in-place-restart agent, built from sigs.k8s.io/jobset v0.12.0); it needs
 --allow-host-binaries and root (docs/host-binaries.md). The report then adds what the binaries'
 processes cost, CPU and peak RSS, beside restartbed's own; the herd is not measured.
+
+--kubelets K runs the nodes in K "restartbed kubelet" processes of one shard group instead of in
+this process, as "restartbed up --kubelets" does (docs/join.md): the report then has each
+process's nodes, CPU, peak RSS and the pod watch events the apiserver sent it, restartbed's own
+CPU is the JobSet controller's alone, and the agents (restartbed's builtin, in the processes) and
+the herd are not measured.
 
 -o json writes the report as JSON; --compare FILE prints each figure beside a previous JSON
 report's. Nothing is asserted about speed: docs/performance.md holds the figures and the goals.
@@ -110,6 +117,7 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 	cmd.Flags().StringVar(&f.apiProfile, "apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver (pprof), taken from the first restart's exit, to this file")
 	cmd.Flags().StringVar(&f.agentBinary, "agent-binary", "", "run this host executable as every pod's agent (needs --allow-host-binaries)")
 	cmd.Flags().BoolVar(&f.allowBinaries, "allow-host-binaries", false, "let --agent-binary run (needs root; docs/host-binaries.md)")
+	cmd.Flags().IntVar(&f.kubelets, "kubelets", 0, "run the nodes in this many restartbed kubelet processes (shards) instead of in this process; 0: in this process")
 	cmd.Flags().DurationVar(&f.apiProfileFor, "apiserver-cpuprofile-for", bench.DefaultAPIServerProfileFor, "how long --apiserver-cpuprofile profiles")
 	return cmd
 }
@@ -138,6 +146,13 @@ func (f benchFlags) options() (bench.Options, error) {
 		return opts, fmt.Errorf("--apiserver-cpuprofile-for must be at least 1s, got %s", f.apiProfileFor)
 	}
 	opts.Timing = &profile
+	if f.kubelets != 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return opts, fmt.Errorf("--kubelets: this binary's path: %w", err)
+		}
+		opts.KubeletProcesses, opts.KubeletCommand = f.kubelets, []string{self}
+	}
 	if f.agentBinary != "" {
 		if opts.AgentBinary, err = hostBinaryFlag("--agent-binary", f.agentBinary, f.allowBinaries); err != nil {
 			return opts, err

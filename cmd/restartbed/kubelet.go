@@ -31,15 +31,18 @@ import (
 
 // kubeletFlags are the settings of `restartbed kubelet`.
 type kubeletFlags struct {
-	kubeconfig   string
-	version      string
-	timing       string
-	featureGates map[string]bool
-	nodes        int
-	pool         string
-	labels       map[string]string
-	capacity     map[string]string
-	taints       []string
+	kubeconfig string
+	version    string
+	timing     string
+	// heartbeatScale stretches the timing profile's heartbeats (timing.WithHeartbeatScale); 0
+	// and 1 leave them.
+	heartbeatScale int
+	featureGates   map[string]bool
+	nodes          int
+	pool           string
+	labels         map[string]string
+	capacity       map[string]string
+	taints         []string
 	// KWOK's flags.
 	manageAll         bool
 	manageSingle      string
@@ -112,6 +115,9 @@ node losing power would. See docs/join.md.`,
 		"release the kubelets emulate: a minor (1.36) or its supported version; supported: %s (default: the apiserver's)", controlplane.SupportedVersions()))
 	fs.StringVar(&f.timing, "timing", timing.Realistic().Name,
 		fmt.Sprintf("timing profile of the kubelets: %s", strings.Join(timing.Names(), " or ")))
+	fs.IntVar(&f.heartbeatScale, "heartbeat-scale", 1,
+		"stretch the timing profile's heartbeats (Lease renewal, Lease duration, status reports) this many times, "+
+			"as restartbed bench does to fit many nodes on a small control plane; its node lifecycle controller's grace periods must be stretched alike")
 	fs.Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates",
 		"the kubelets' feature gates, merged over the release's defaults and what in-place restart needs: A=true,B=false")
 	fs.IntVar(&f.nodes, "nodes", 0, "nodes to register, named POOL-0, POOL-1, ...")
@@ -186,6 +192,12 @@ func joinOptions(f kubeletFlags) (join.Options, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--timing: %w", err))
 		}
+		opts.Timing = &profile
+	}
+	if f.heartbeatScale < 0 {
+		errs = append(errs, fmt.Errorf("--heartbeat-scale must not be negative, got %d", f.heartbeatScale))
+	} else if opts.Timing != nil && f.heartbeatScale > 1 {
+		profile := opts.Timing.WithHeartbeatScale(f.heartbeatScale)
 		opts.Timing = &profile
 	}
 	if len(f.featureGates) > 0 {
