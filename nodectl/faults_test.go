@@ -36,7 +36,9 @@ func (k faultyKubelets) RebootNode(_ context.Context, node string) error {
 func (k faultyKubelets) ExitContainer(ns, pod, c string, code int32) error {
 	return k.record(fmt.Sprintf("exit %d", code), ns+"/"+pod+"/"+c)
 }
-func (k faultyKubelets) OOMKill(ns, pod, c string) error { return k.record("oom-kill", ns+"/"+pod+"/"+c) }
+func (k faultyKubelets) OOMKill(ns, pod, c string) error {
+	return k.record("oom-kill", ns+"/"+pod+"/"+c)
+}
 func (k faultyKubelets) Exec(_ context.Context, ns, pod, c string, argv []string) (int, string, error) {
 	return 3, strings.Join(argv, " "), k.record("exec", ns+"/"+pod+"/"+c)
 }
