@@ -49,13 +49,5 @@ const (
 	terminalFailed    = "Failed"
 )
 
-// Indexes the controller registers on its cache.
-const (
-	// jobOwnerIndex indexes Jobs by the UID of their controlling owner.
-	jobOwnerIndex = ".metadata.controller"
-	// podJobSetIndex indexes Pods by "<namespace>/<jobset-name label>".
-	podJobSetIndex = "podsIndexByJobSet"
-)
-
 // maxParallelism bounds concurrent Job creations and deletions, as upstream's MaxParallelism.
 const maxParallelism = 50

@@ -2,11 +2,8 @@ package controller
 
 import (
 	"fmt"
-	"iter"
 	"slices"
-	"strconv"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
@@ -15,52 +12,6 @@ import (
 // isInPlaceRestart reports whether the JobSet restarts in place.
 func isInPlaceRestart(js *jobsetv1alpha2.JobSet) bool {
 	return js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobsetv1alpha2.InPlaceRestart
-}
-
-// maxContainerRestartCount is the highest restartCount of any init or regular container of any
-// of the pods, failed ones and agents included.
-func maxContainerRestartCount(pods []corev1.Pod) int32 {
-	var highest int32
-	for i := range pods {
-		for n := range restartCounts(&pods[i].Status) {
-			highest = max(highest, n)
-		}
-	}
-	return highest
-}
-
-// restartCounts yields the restart counts of a pod's init and regular containers, in status order.
-func restartCounts(status *corev1.PodStatus) iter.Seq[int32] {
-	return func(yield func(int32) bool) {
-		for _, list := range [][]corev1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
-			for _, cs := range list {
-				if !yield(cs.RestartCount) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// inPlaceRestartAttempts reads the agents' attempt annotations; Failed pods and pods without the
-// annotation do not count, and a value that is not a non-negative integer is an error.
-func inPlaceRestartAttempts(pods []corev1.Pod) ([]int32, error) {
-	attempts := []int32{}
-	for i := range pods {
-		if pods[i].Status.Phase == corev1.PodFailed {
-			continue
-		}
-		value, ok := pods[i].Annotations[jobsetv1alpha2.InPlaceRestartAttemptKey]
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(value, 10, 32)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("invalid value for annotation %s, must be non-negative integer", jobsetv1alpha2.InPlaceRestartAttemptKey)
-		}
-		attempts = append(attempts, int32(n))
-	}
-	return attempts, nil
 }
 
 // exceededMaxRestarts reports whether the highest attempt, less the JobSet restarts that did not
@@ -122,17 +73,20 @@ func updatePrevious(status *jobsetv1alpha2.JobSetStatus, attempts []int32) {
 // reconcileInPlaceRestart is the in-place restart step of a reconcile (upstream's
 // reconcileInPlaceRestart; docs/jobset.md, "Controller"): fail a JobSet over its maximum, set the
 // current attempt when every pod agrees, else move the previous attempt up so that the agents
-// behind it restart their pods. failed: the JobSet is over its maximum and is to fail with
-// ReachedMaxRestarts; the status is then left as it was. (Whether the status changed is the
-// caller's comparison, made once for the whole reconcile.)
-func reconcileInPlaceRestart(js *jobsetv1alpha2.JobSet, pods []corev1.Pod) (failed bool, err error) {
-	if maxContainerRestartCount(pods) > js.Spec.FailurePolicy.MaxRestarts {
+// behind it restart their pods. pods is what it reads of the JobSet's pods. failed: the JobSet is
+// over its maximum and is to fail with ReachedMaxRestarts; the status is then left as it was.
+// (Whether the status changed is the caller's comparison, made once for the whole reconcile.)
+//
+// Upstream reads the pods' attempts as one list; every step here depends only on which attempts
+// occur and how many pods have one, so pods carries the distinct attempts and the count.
+func reconcileInPlaceRestart(js *jobsetv1alpha2.JobSet, pods inPlaceView) (failed bool, err error) {
+	if pods.restartCount > js.Spec.FailurePolicy.MaxRestarts {
 		return true, nil
 	}
-	attempts, err := inPlaceRestartAttempts(pods)
-	if err != nil {
-		return false, err
+	if pods.err != nil {
+		return false, pods.err
 	}
+	attempts := pods.attempts
 	if exceededMaxRestarts(js, attempts) {
 		return true, nil
 	}
@@ -140,7 +94,7 @@ func reconcileInPlaceRestart(js *jobsetv1alpha2.JobSet, pods []corev1.Pod) (fail
 	if err != nil {
 		return false, err
 	}
-	if int32(len(attempts)) == total && allEqual(attempts) {
+	if pods.annotated == total && allEqual(attempts) {
 		updateCurrent(&js.Status, attempts)
 		return false, nil
 	}

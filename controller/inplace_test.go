@@ -1,18 +1,16 @@
 package controller
 
 import (
-	"context"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
 )
@@ -51,33 +49,48 @@ func TestMaxContainerRestartCount(t *testing.T) {
 		"init containers":                   {[]corev1.Pod{withInit}, 10},
 		"no pods":                           {nil, 0},
 	} {
-		if got := maxContainerRestartCount(tc.pods); got != tc.want {
+		if got := viewOf(tc.pods).restartCount; got != tc.want {
 			t.Errorf("%s: %d, want %d", name, got, tc.want)
 		}
 	}
 }
 
+// viewOf tallies pods as the pod watch does, each a pod of its own.
+func viewOf(pods []corev1.Pod) inPlaceView {
+	t := newPodTally()
+	for i := range pods {
+		p := pods[i].DeepCopy()
+		p.UID = types.UID(strconv.Itoa(i))
+		t.add(p)
+	}
+	return t.view()
+}
+
+// The attempts are those of the pods that are not Failed and have one, as upstream's
+// parseInPlaceRestartAttempts reads them, counted and told apart.
 func TestInPlaceRestartAttempts(t *testing.T) {
 	failed := pod("1")
 	failed.Status.Phase = corev1.PodFailed
 	for name, tc := range map[string]struct {
-		pods    []corev1.Pod
-		want    []int32
-		wantErr bool
+		pods      []corev1.Pod
+		want      []int32
+		annotated int32
+		wantErr   bool
 	}{
-		"valid annotations":     {pods: []corev1.Pod{pod("0"), pod("1")}, want: []int32{0, 1}},
-		"missing annotations":   {pods: []corev1.Pod{pod(""), pod("1")}, want: []int32{1}},
+		"valid annotations":     {pods: []corev1.Pod{pod("0"), pod("1")}, want: []int32{0, 1}, annotated: 2},
+		"the same attempt":      {pods: []corev1.Pod{pod("1"), pod("1"), pod("0")}, want: []int32{0, 1}, annotated: 3},
+		"missing annotations":   {pods: []corev1.Pod{pod(""), pod("1")}, want: []int32{1}, annotated: 1},
 		"invalid integer":       {pods: []corev1.Pod{pod("invalid")}, wantErr: true},
 		"negative":              {pods: []corev1.Pod{pod("-1")}, wantErr: true},
-		"failed pod is skipped": {pods: []corev1.Pod{pod("1"), failed}, want: []int32{1}},
-		"no pods":               {want: []int32{}},
+		"failed pod is skipped": {pods: []corev1.Pod{pod("1"), failed}, want: []int32{1}, annotated: 1},
+		"no pods":               {},
 	} {
-		got, err := inPlaceRestartAttempts(tc.pods)
-		if (err != nil) != tc.wantErr {
-			t.Errorf("%s: error %v", name, err)
+		v := viewOf(tc.pods)
+		if (v.err != nil) != tc.wantErr {
+			t.Errorf("%s: error %v", name, v.err)
 		}
-		if err == nil && !cmp.Equal(got, tc.want) {
-			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		if v.err == nil && (!cmp.Equal(v.attempts, tc.want) || v.annotated != tc.annotated) {
+			t.Errorf("%s: %v of %d pods, want %v of %d", name, v.attempts, v.annotated, tc.want, tc.annotated)
 		}
 	}
 }
@@ -187,7 +200,7 @@ func TestReconcileInPlaceRestart(t *testing.T) {
 			pods: []corev1.Pod{pod("1"), pod("2")}, wantCurrent: ptr.To[int32](1), wantPrev: ptr.To[int32](1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			failed, err := reconcileInPlaceRestart(tc.js, tc.pods)
+			failed, err := reconcileInPlaceRestart(tc.js, viewOf(tc.pods))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,45 +219,71 @@ func withStatus(js *jobsetv1alpha2.JobSet, current, previous *int32) *jobsetv1al
 	return js
 }
 
-// TestAssociatedPods mirrors upstream's TestGetAssociatedPods: through the pod index, the JobSet
-// gets its own pods and no others.
-func TestAssociatedPods(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	labelled := func(name, namespace, jobset string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+// TestJobSetPods mirrors upstream's TestGetAssociatedPods: the JobSet counts its own pods and no
+// others, and a pod's changes move it between attempts, JobSets and out.
+func TestJobSetPods(t *testing.T) {
+	labelled := func(uid, namespace, jobset, attempt string) *corev1.Pod {
+		p := pod(attempt)
+		p.UID, p.Namespace = types.UID(uid), namespace
 		if jobset != "" {
 			p.Labels = map[string]string{jobsetv1alpha2.JobSetNameKey: jobset}
 		}
-		return p
+		return &p
 	}
-	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "js", Namespace: "ns"}}
-	for _, tc := range []struct {
-		name string
-		pods []client.Object
-		want []string
-	}{
-		{name: "its pods", pods: []client.Object{labelled("p0", "ns", "js"), labelled("p1", "ns", "js")}, want: []string{"p0", "p1"}},
-		{name: "another JobSet's, another namespace's and unlabelled pods are not", pods: []client.Object{
-			labelled("mine", "ns", "js"), labelled("other", "ns", "js2"), labelled("elsewhere", "ns2", "js"), labelled("bare", "ns", "")},
-			want: []string{"mine"}},
-		{name: "no pods", want: nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.pods...).
-				WithIndex(&corev1.Pod{}, podJobSetIndex, podJobSetKeys).Build()
-			pods, err := associatedPods(context.Background(), c, js)
-			if err != nil {
-				t.Fatal(err)
+	js := types.NamespacedName{Namespace: "ns", Name: "js"}
+	c := newChildren()
+	for _, p := range []*corev1.Pod{labelled("mine", "ns", "js", "0"), labelled("mine too", "ns", "js", "0"),
+		labelled("other", "ns", "js2", "5"), labelled("elsewhere", "ns2", "js", "6"), labelled("bare", "ns", "", "7")} {
+		c.setPod(nil, p)
+	}
+	check := func(step string, want []int32, annotated int32) {
+		t.Helper()
+		if v := c.inPlaceView(js); !cmp.Equal(v.attempts, want) || v.annotated != annotated {
+			t.Errorf("%s: attempts %v of %d pods, want %v of %d", step, v.attempts, v.annotated, want, annotated)
+		}
+	}
+	check("its pods", []int32{0}, 2)
+	c.setPod(labelled("mine", "ns", "js", "0"), labelled("mine", "ns", "js", "1"))
+	check("one pod at the next attempt", []int32{0, 1}, 2)
+	c.setPod(labelled("mine too", "ns", "js", "0"), labelled("mine too", "ns", "js2", "0"))
+	check("the other pod relabelled", []int32{1}, 1)
+	c.setPod(labelled("mine", "ns", "js", "1"), nil)
+	check("the pod deleted", nil, 0)
+	if _, ok := c.pods[js]; ok {
+		t.Errorf("a tally for %s, which has no pods left: a JobSet without pods is forgotten", js)
+	}
+}
+
+// sameError compares errors by their messages.
+var sameError = cmp.Comparer(func(a, b error) bool { return (a == nil) == (b == nil) && (a == nil || a.Error() == b.Error()) })
+
+// However a JobSet's pods change, the tally says what a tally of its pods made afresh says.
+func TestPodTallyFollowsChanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	live := map[types.UID]*corev1.Pod{}
+	tally := newPodTally()
+	for step := range 5000 {
+		uid := types.UID(strconv.Itoa(rng.IntN(20)))
+		if rng.IntN(5) == 0 {
+			tally.remove(uid)
+			delete(live, uid)
+		} else {
+			attempt := []string{"", "0", "1", "2", "x"}[rng.IntN(5)]
+			p := pod(attempt, int32(rng.IntN(4)), int32(rng.IntN(4)))
+			p.UID = uid
+			if rng.IntN(6) == 0 {
+				p.Status.Phase = corev1.PodFailed
 			}
-			var got []string
-			for _, p := range pods {
-				got = append(got, p.Name)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("pods (-want +got):\n%s", diff)
-			}
-		})
+			tally.add(&p)
+			live[uid] = &p
+		}
+		fresh := newPodTally()
+		for _, p := range live {
+			fresh.add(p)
+		}
+		if got, want := tally.view(), fresh.view(); !cmp.Equal(got, want, cmp.AllowUnexported(inPlaceView{}), sameError) {
+			t.Fatalf("step %d: tally %+v, afresh %+v", step, got, want)
+		}
 	}
 }
 

@@ -218,45 +218,36 @@ type childJobs struct {
 // classify sorts Jobs: a Job of an earlier restart attempt is previous (with the RestartJob gate,
 // also one of an earlier attempt of its own); otherwise its Complete or Failed condition decides,
 // and anything else is active.
-func classify(js *jobsetv1alpha2.JobSet, jobs []batchv1.Job, restartJob bool) childJobs {
+func classify(js *jobsetv1alpha2.JobSet, jobs []*childJob, restartJob bool) childJobs {
 	var c childJobs
-	for i := range jobs {
-		job := &jobs[i]
+	for _, job := range jobs {
 		switch {
 		case outdated(js, job, restartJob):
-			c.previous = append(c.previous, job)
-		case jobCondition(job, batchv1.JobComplete) != nil:
-			c.successful = append(c.successful, job)
-		case jobCondition(job, batchv1.JobFailed) != nil:
-			c.failed = append(c.failed, job)
+			c.previous = append(c.previous, job.Job)
+		case jobCondition(job.Job, batchv1.JobComplete) != nil:
+			c.successful = append(c.successful, job.Job)
+		case jobCondition(job.Job, batchv1.JobFailed) != nil:
+			c.failed = append(c.failed, job.Job)
 		default:
-			c.active = append(c.active, job)
+			c.active = append(c.active, job.Job)
 		}
 	}
 	return c
 }
 
 // outdated reports whether a Job belongs to an earlier restart attempt of the JobSet or, with
-// the RestartJob gate, of its own index. A Job whose attempt label cannot be read is outdated.
-func outdated(js *jobsetv1alpha2.JobSet, job *batchv1.Job, restartJob bool) bool {
-	attempt, err := strconv.Atoi(job.Labels[jobsetv1alpha2.RestartsKey])
-	if err != nil || int32(attempt) < js.Status.Restarts {
+// the RestartJob gate, of its own index. A Job whose attempt labels cannot be read is outdated.
+func outdated(js *jobsetv1alpha2.JobSet, job *childJob, restartJob bool) bool {
+	if job.restarts < 0 || int32(job.restarts) < js.Status.Restarts {
 		return true
 	}
 	if !restartJob {
 		return false
 	}
-	index, err := strconv.Atoi(job.Labels[jobsetv1alpha2.JobIndexKey])
-	if err != nil {
+	if job.index < 0 || job.ownRestarts < 0 {
 		return true
 	}
-	own := 0
-	if v, ok := job.Labels[jobsetv1alpha2.JobRestartsKey]; ok {
-		if own, err = strconv.Atoi(v); err != nil {
-			return true
-		}
-	}
-	return int32(own) < jobRestarts(js, job.Labels[jobsetv1alpha2.ReplicatedJobNameKey], int32(index))
+	return int32(job.ownRestarts) < jobRestarts(js, job.replicatedJob, int32(job.index))
 }
 
 // jobCondition returns the Job's condition of type t if it is True, else nil.

@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
@@ -103,5 +105,69 @@ func TestClaimVolumes(t *testing.T) {
 	want := []corev1.Volume{{Name: "ckpt", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ckpt-js"}}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("volumes (-want +got):\n%s", diff)
+	}
+}
+
+// The Job watch keeps each JobSet's Jobs by the JobSet that controls them: another owner's Jobs
+// and Jobs that no JobSet controls are not its; an update replaces, a delete removes.
+func TestChildrenJobs(t *testing.T) {
+	owned := func(name, owner string, uid types.UID, restarts string) *batchv1.Job {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			Labels: map[string]string{jobsetv1alpha2.RestartsKey: restarts}}}
+		if owner != "" {
+			job.OwnerReferences = []metav1.OwnerReference{{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet",
+				Name: owner, UID: uid, Controller: ptr.To(true)}}
+		}
+		return job
+	}
+	c := newChildren()
+	c.setJob(nil, owned("js-w-0", "js", "u1", "0"))
+	c.setJob(nil, owned("js-w-1", "js", "u1", "0"))
+	c.setJob(nil, owned("other-w-0", "other", "u2", "0"))
+	c.setJob(nil, owned("bare", "", "", "0"))
+	names := func(uid types.UID) map[string]int {
+		out := map[string]int{}
+		for _, j := range c.jobsOf(uid) {
+			out[j.Name] = j.restarts
+		}
+		return out
+	}
+	if diff := cmp.Diff(map[string]int{"js-w-0": 0, "js-w-1": 0}, names("u1")); diff != "" {
+		t.Errorf("Jobs of u1 (-want +got):\n%s", diff)
+	}
+	c.setJob(owned("js-w-1", "js", "u1", "0"), owned("js-w-1", "js", "u1", "1"))
+	c.setJob(owned("js-w-0", "js", "u1", "0"), nil)
+	if diff := cmp.Diff(map[string]int{"js-w-1": 1}, names("u1")); diff != "" {
+		t.Errorf("Jobs of u1 after an update and a delete (-want +got):\n%s", diff)
+	}
+	c.setJob(owned("other-w-0", "other", "u2", "0"), nil)
+	if _, ok := c.jobs["u2"]; ok {
+		t.Error("u2 is still held with no Jobs left")
+	}
+}
+
+// A Job is missing when no Job the JobSet controls has its name; Jobs of replicated Jobs not
+// allowed to start yet do not count.
+func TestAnyMissing(t *testing.T) {
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "js", Namespace: "ns", UID: "u1"},
+		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "a", Replicas: 2}, {Name: "b", Replicas: 1}}}}
+	var owned []*childJob
+	for _, job := range desiredJobs(js, false) {
+		owned = append(owned, newChildJob(job))
+	}
+	all := map[string]bool{"a": true, "b": true}
+	if anyMissing(js, owned, all) {
+		t.Error("every Job is there, yet one is missing")
+	}
+	if !anyMissing(js, owned[1:], all) {
+		t.Error("js-a-0 is gone, yet none is missing")
+	}
+	if anyMissing(js, owned[2:], map[string]bool{"b": true}) {
+		t.Error("only b may start and its Job is there, yet one is missing")
+	}
+	renamed := owned[0].DeepCopy()
+	renamed.Name = "js-a-0-old"
+	if !anyMissing(js, append([]*childJob{newChildJob(renamed)}, owned[1:]...), all) {
+		t.Error("a Job with another name stood in for js-a-0")
 	}
 }

@@ -143,9 +143,10 @@ func TestPerJobRestarts(t *testing.T) {
 		{job("0", ""), true, false},   // no label counts as attempt 0, and index 0 never restarted
 		{job("1", ""), true, true},    // no label, index 1 restarted
 		{job("1", "x"), true, true},   // unreadable
+		{job("-1", "0"), true, true},  // an index that cannot be one
 		{job("1", "1"), false, false}, // gate off: only the JobSet's attempt counts
 	} {
-		if got := outdated(js, tc.job, tc.restartJob); got != tc.want {
+		if got := outdated(js, newChildJob(tc.job), tc.restartJob); got != tc.want {
 			t.Errorf("outdated(%v, gate %t) = %t, want %t", tc.job.Labels, tc.restartJob, got, tc.want)
 		}
 	}

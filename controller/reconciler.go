@@ -19,11 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crevent "sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
@@ -58,6 +54,8 @@ type Reconciler struct {
 	client   client.Client
 	recorder events.EventRecorder
 	opts     Options
+	// children holds what the Job and pod watches have seen of each JobSet's Jobs and pods.
+	children *children
 }
 
 // Setup registers the controller, its indexes and watches with the manager.
@@ -65,23 +63,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	r := &Reconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("jobset-controller"), opts: opts}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &batchv1.Job{}, jobOwnerIndex, jobOwnerKeys); err != nil {
-		return fmt.Errorf("indexing Jobs by owner: %w", err)
-	}
-	b := ctrl.NewControllerManagedBy(mgr).Named("jobset").For(&jobsetv1alpha2.JobSet{}).Owns(&batchv1.Job{}).Owns(&corev1.Service{})
+	r := &Reconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("jobset-controller"), opts: opts, children: newChildren()}
+	b := ctrl.NewControllerManagedBy(mgr).Named("jobset").For(&jobsetv1alpha2.JobSet{}).
+		Watches(&batchv1.Job{}, r.children.jobHandler()).Owns(&corev1.Service{})
 	if opts.Gates.InPlaceRestart {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podJobSetIndex, podJobSetKeys); err != nil {
-			return fmt.Errorf("indexing Pods by JobSet: %w", err)
-		}
-		b = b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
-			if name, ok := obj.GetLabels()[jobsetv1alpha2.JobSetNameKey]; ok {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
-			}
-			return nil
-		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e crevent.UpdateEvent) bool {
-			return inPlaceInputsChanged(e.ObjectOld, e.ObjectNew)
-		}}))
+		b = b.Watches(&corev1.Pod{}, r.children.podHandler())
 	}
 	return b.Complete(r)
 }
@@ -107,35 +93,6 @@ func inPlaceInputsChanged(oldObj, newObj client.Object) bool {
 	}
 	return !sameCounts(oldPod.Status.InitContainerStatuses, newPod.Status.InitContainerStatuses) ||
 		!sameCounts(oldPod.Status.ContainerStatuses, newPod.Status.ContainerStatuses)
-}
-
-// jobOwnerKeys indexes a Job under the UID of the JobSet that controls it, if one does.
-func jobOwnerKeys(obj client.Object) []string {
-	if owner := metav1.GetControllerOf(obj); owner != nil && owner.Kind == "JobSet" && owner.APIVersion == jobsetv1alpha2.GroupVersion.String() {
-		return []string{string(owner.UID)}
-	}
-	return nil
-}
-
-// podJobSetKeys indexes a pod under "<namespace>/<jobset-name label>", if it has the label.
-func podJobSetKeys(obj client.Object) []string {
-	if name, ok := obj.GetLabels()[jobsetv1alpha2.JobSetNameKey]; ok {
-		return []string{obj.GetNamespace() + "/" + name}
-	}
-	return nil
-}
-
-// associatedPods lists the JobSet's pods through the podJobSetIndex. The pods are the cache's own
-// objects, not copies: callers only read them. (A group restart of thousands of pods reconciles
-// the JobSet thousands of times, and copying every pod each time was most of the controller's
-// work.)
-func associatedPods(ctx context.Context, c client.Reader, js *jobsetv1alpha2.JobSet) ([]corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(js.Namespace), client.MatchingFields{podJobSetIndex: js.Namespace + "/" + js.Name},
-		client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the pods of JobSet %s/%s: %w", js.Namespace, js.Name, err)
-	}
-	return pods.Items, nil
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -167,15 +124,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, events *[]event) (ctrl.Result, error) {
 	now := metav1.NewTime(r.opts.Clock.Now())
-	// The cache's own Jobs, not copies: every pod change of a large JobSet reconciles it, and
-	// copying each of its Jobs every time was most of the controller's work. What writes a Job
-	// (suspendOrResume) copies it first.
-	var owned batchv1.JobList
-	if err := r.client.List(ctx, &owned, client.InNamespace(js.Namespace), client.MatchingFields{jobOwnerIndex: string(js.UID)},
-		client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, err
-	}
-	jobs := classify(js, owned.Items, r.opts.Gates.RestartJob)
+	// The cache's own Jobs, not copies (children); what writes a Job copies it first.
+	owned := r.children.jobsOf(js.UID)
+	jobs := classify(js, owned, r.opts.Gates.RestartJob)
 	js.Status.ReplicatedJobsStatus = replicatedJobsStatus(js, jobs)
 
 	if finished(js) {
@@ -234,7 +185,7 @@ func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, e
 		r.recorder.Eventf(js, nil, corev1.EventTypeWarning, reasonPVCCreationFailed, eventAction, "%s", err)
 		return ctrl.Result{}, err
 	}
-	if err := r.createJobs(ctx, js, owned.Items, jobs); err != nil {
+	if err := r.createJobs(ctx, js, owned, jobs); err != nil {
 		r.recorder.Eventf(js, nil, corev1.EventTypeWarning, reasonJobCreationFailed, eventAction, "%s", err)
 		return ctrl.Result{}, err
 	}
@@ -242,7 +193,7 @@ func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, e
 		return ctrl.Result{}, err
 	}
 	if isInPlaceRestart(js) && r.opts.Gates.InPlaceRestart {
-		return ctrl.Result{}, r.inPlaceRestart(ctx, js, now, events)
+		return ctrl.Result{}, r.inPlaceRestart(js, now, events)
 	}
 	return ctrl.Result{}, nil
 }
@@ -254,12 +205,8 @@ func (r *Reconciler) fail(js *jobsetv1alpha2.JobSet, reason, message string, now
 	js.Status.TerminalState = terminalFailed
 }
 
-func (r *Reconciler) inPlaceRestart(ctx context.Context, js *jobsetv1alpha2.JobSet, now metav1.Time, events *[]event) error {
-	pods, err := associatedPods(ctx, r.client, js)
-	if err != nil {
-		return err
-	}
-	failed, err := reconcileInPlaceRestart(js, pods)
+func (r *Reconciler) inPlaceRestart(js *jobsetv1alpha2.JobSet, now metav1.Time, events *[]event) error {
+	failed, err := reconcileInPlaceRestart(js, r.children.inPlaceView(types.NamespacedName{Namespace: js.Namespace, Name: js.Name}))
 	if err != nil {
 		return err
 	}
@@ -310,26 +257,19 @@ func (r *Reconciler) deleteJobs(ctx context.Context, jobs []*batchv1.Job) error 
 // the startup policy or their dependencies let start. Recreate (and InPlaceRestart) creates a Job
 // as soon as no Job of its name exists; BlockingRecreate waits until every Job of earlier
 // attempts is gone.
-func (r *Reconciler) createJobs(ctx context.Context, js *jobsetv1alpha2.JobSet, owned []batchv1.Job, jobs childJobs) error {
+func (r *Reconciler) createJobs(ctx context.Context, js *jobsetv1alpha2.JobSet, owned []*childJob, jobs childJobs) error {
 	if js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobsetv1alpha2.BlockingRecreate && len(jobs.previous) > 0 {
 		return nil
-	}
-	exists := map[string]bool{}
-	for i := range owned {
-		exists[owned[i].Name] = true
 	}
 	allowed := creatable(js, metav1.NewTime(r.opts.Clock.Now()))
 	// Most reconciles find every Job there; building them (a template copy each) is for when
 	// one is missing.
-	missing := false
-	for i := range js.Spec.ReplicatedJobs {
-		rj := &js.Spec.ReplicatedJobs[i]
-		for index := range rj.Replicas {
-			missing = missing || allowed[rj.Name] && !exists[jobName(js, rj, index)]
-		}
-	}
-	if !missing {
+	if !anyMissing(js, owned, allowed) {
 		return nil
+	}
+	exists := map[string]bool{}
+	for _, job := range owned {
+		exists[job.Name] = true
 	}
 	var g errgroup.Group
 	g.SetLimit(maxParallelism)
@@ -420,10 +360,14 @@ func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.Job
 		}
 		return nil
 	}
-	byReplicatedJob := map[string][]*batchv1.Job{}
+	// Only suspended Jobs are acted on; a running group has none, and its reconciles do not
+	// group its Jobs.
+	suspended := map[string][]*batchv1.Job{}
 	for _, job := range active {
-		name := job.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
-		byReplicatedJob[name] = append(byReplicatedJob[name], job)
+		if ptr.Deref(job.Spec.Suspend, false) {
+			name := job.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
+			suspended[name] = append(suspended[name], job)
+		}
 	}
 	for i := range js.Spec.ReplicatedJobs {
 		rj := &js.Spec.ReplicatedJobs[i]
@@ -433,11 +377,9 @@ func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.Job
 		if inOrder(js) && started(rj, findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, rj.Name)) {
 			continue
 		}
-		for _, job := range byReplicatedJob[rj.Name] {
-			if ptr.Deref(job.Spec.Suspend, false) {
-				if err := r.resume(ctx, job, &rj.Template.Spec.Template); err != nil {
-					return err
-				}
+		for _, job := range suspended[rj.Name] {
+			if err := r.resume(ctx, job, &rj.Template.Spec.Template); err != nil {
+				return err
 			}
 		}
 		if inOrder(js) {

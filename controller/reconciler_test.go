@@ -39,7 +39,6 @@ func TestJobCreationFailedOnEveryAttempt(t *testing.T) {
 			Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1)}}}}},
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(js).WithStatusSubresource(js).
-		WithIndex(&batchv1.Job{}, jobOwnerIndex, jobOwnerKeys).
 		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if _, ok := obj.(*batchv1.Job); ok {
 				return errors.New("quota exceeded")
@@ -47,7 +46,8 @@ func TestJobCreationFailedOnEveryAttempt(t *testing.T) {
 			return c.Create(ctx, obj, opts...)
 		}}).Build()
 	recorder := events.NewFakeRecorder(10)
-	r := &Reconciler{client: c, recorder: recorder, opts: Options{Clock: clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0)), Gates: DefaultFeatureGates()}}
+	r := &Reconciler{client: c, recorder: recorder, opts: Options{Clock: clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0)), Gates: DefaultFeatureGates()},
+		children: newChildren()}
 
 	for attempt := 1; attempt <= 2; attempt++ {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "js"}}); err == nil {

@@ -1,0 +1,369 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+)
+
+// children is what reconciles read of each JobSet's Jobs and pods, kept up to date by the Job and
+// pod watches change by change instead of listed from the cache on every reconcile. A group
+// restart of N pods reconciles its JobSet about four times a pod; listing and reading N Jobs and
+// N pods each time made the controller's work grow as N² (at 5000 pods it was the largest part of
+// restartbed's CPU). A watch handler updates children before it queues the JobSet, so a
+// reconcile sees at least the change that queued it, as it would see it in the cache.
+//
+// The Jobs are the cache's own objects: readers must not modify them.
+type children struct {
+	mu sync.RWMutex
+	// jobs holds Jobs by the UID of the JobSet that controls them, then by name.
+	jobs map[types.UID]map[string]*childJob
+	// pods tallies pods by their JobSet: namespace and jobset-name label.
+	pods map[types.NamespacedName]*podTally
+}
+
+func newChildren() *children {
+	return &children{jobs: map[types.UID]map[string]*childJob{}, pods: map[types.NamespacedName]*podTally{}}
+}
+
+// childJob is a Job of the cache with the labels classify reads, parsed once per change of the
+// Job rather than once per reconcile.
+type childJob struct {
+	*batchv1.Job
+	// restarts is the JobSet attempt label, index the Job index label, ownRestarts the Job's own
+	// attempt label (0 when absent); each is -1 when it cannot be read.
+	restarts, index, ownRestarts int
+	replicatedJob                string
+	// named: the Job has the name its controlling JobSet gives the Job of its replicated Job
+	// and index (jobName).
+	named bool
+}
+
+func newChildJob(job *batchv1.Job) *childJob {
+	c := &childJob{Job: job, replicatedJob: job.Labels[jobsetv1alpha2.ReplicatedJobNameKey], restarts: -1, index: -1, ownRestarts: -1}
+	nonNegative := func(v string) int {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			return n
+		}
+		return -1
+	}
+	c.restarts = nonNegative(job.Labels[jobsetv1alpha2.RestartsKey])
+	c.index = nonNegative(job.Labels[jobsetv1alpha2.JobIndexKey])
+	c.ownRestarts = 0
+	if v, ok := job.Labels[jobsetv1alpha2.JobRestartsKey]; ok {
+		c.ownRestarts = nonNegative(v)
+	}
+	if owner := jobSetOwner(job); owner != nil && c.index >= 0 {
+		c.named = job.Name == owner.Name+"-"+c.replicatedJob+"-"+strconv.Itoa(c.index)
+	}
+	return c
+}
+
+// anyMissing reports whether a Job of a replicated Job that allowed lets start is missing from
+// owned, by the name jobName gives it.
+func anyMissing(js *jobsetv1alpha2.JobSet, owned []*childJob, allowed map[string]bool) bool {
+	present := map[string][]bool{}
+	for i := range js.Spec.ReplicatedJobs {
+		if rj := &js.Spec.ReplicatedJobs[i]; allowed[rj.Name] {
+			present[rj.Name] = make([]bool, rj.Replicas)
+		}
+	}
+	for _, job := range owned {
+		if have := present[job.replicatedJob]; job.named && job.index < len(have) {
+			have[job.index] = true
+		}
+	}
+	for _, have := range present {
+		if slices.Contains(have, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// jobsOf returns the Jobs the JobSet controls, in no particular order.
+func (c *children) jobsOf(uid types.UID) []*childJob {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	jobs := make([]*childJob, 0, len(c.jobs[uid]))
+	for _, j := range c.jobs[uid] {
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// setJob records a Job's new state (nil once it is deleted), replacing old's.
+func (c *children) setJob(old, job *batchv1.Job) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old != nil {
+		if owner := jobSetOwner(old); owner != nil {
+			byName := c.jobs[owner.UID]
+			delete(byName, old.Name)
+			if len(byName) == 0 {
+				delete(c.jobs, owner.UID)
+			}
+		}
+	}
+	if job == nil {
+		return
+	}
+	if owner := jobSetOwner(job); owner != nil {
+		if c.jobs[owner.UID] == nil {
+			c.jobs[owner.UID] = map[string]*childJob{}
+		}
+		c.jobs[owner.UID][job.Name] = newChildJob(job)
+	}
+}
+
+// jobSetAPIVersion is a JobSet owner reference's apiVersion.
+var jobSetAPIVersion = jobsetv1alpha2.GroupVersion.String()
+
+// jobSetOwner is the reference to the JobSet that controls obj, if one does: obj's own, read only.
+func jobSetOwner(obj metav1.Object) *metav1.OwnerReference {
+	if owner := metav1.GetControllerOfNoCopy(obj); owner != nil && owner.Kind == "JobSet" && owner.APIVersion == jobSetAPIVersion {
+		return owner
+	}
+	return nil
+}
+
+// jobSetOfPod is the JobSet a pod belongs to by its jobset-name label.
+func jobSetOfPod(pod *corev1.Pod) (types.NamespacedName, bool) {
+	name, ok := pod.Labels[jobsetv1alpha2.JobSetNameKey]
+	return types.NamespacedName{Namespace: pod.Namespace, Name: name}, ok
+}
+
+// setPod records a pod's new state (nil once it is deleted), replacing old's.
+func (c *children) setPod(old, pod *corev1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old != nil {
+		if key, ok := jobSetOfPod(old); ok && c.pods[key] != nil {
+			if c.pods[key].remove(old.UID); c.pods[key].empty() {
+				delete(c.pods, key)
+			}
+		}
+	}
+	if pod == nil {
+		return
+	}
+	if key, ok := jobSetOfPod(pod); ok {
+		if c.pods[key] == nil {
+			c.pods[key] = newPodTally()
+		}
+		c.pods[key].add(pod)
+	}
+}
+
+// inPlaceView returns what the in-place restart reads of the JobSet's pods.
+func (c *children) inPlaceView(js types.NamespacedName) inPlaceView {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if t := c.pods[js]; t != nil {
+		return t.view()
+	}
+	return inPlaceView{}
+}
+
+// podTally counts a JobSet's pods by what the in-place restart reads of each (podFacts).
+type podTally struct {
+	pods map[types.UID]podFacts
+	// attempts counts the pods that are not Failed by their readable attempt annotation.
+	attempts map[int32]int
+	// unreadable counts the pods that are not Failed and whose attempt annotation is not a
+	// non-negative integer.
+	unreadable int
+	// restartCounts counts pods, Failed ones included, by their highest container restart count.
+	restartCounts map[int32]int
+}
+
+func newPodTally() *podTally {
+	return &podTally{pods: map[types.UID]podFacts{}, attempts: map[int32]int{}, restartCounts: map[int32]int{}}
+}
+
+// podFacts is what the in-place restart reads of one pod.
+type podFacts struct {
+	// restartCount is the highest restartCount of its init and regular containers.
+	restartCount int32
+	// attempt is its attempt annotation, when counted: the pod is not Failed and has the
+	// annotation, readable (unreadable false) or not.
+	attempt             int32
+	counted, unreadable bool
+}
+
+func factsOf(pod *corev1.Pod) podFacts {
+	var f podFacts
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range list {
+			f.restartCount = max(f.restartCount, list[i].RestartCount)
+		}
+	}
+	if pod.Status.Phase == corev1.PodFailed {
+		return f
+	}
+	value, ok := pod.Annotations[jobsetv1alpha2.InPlaceRestartAttemptKey]
+	if !ok {
+		return f
+	}
+	f.counted = true
+	n, err := strconv.ParseInt(value, 10, 32)
+	if err != nil || n < 0 {
+		f.unreadable = true
+		return f
+	}
+	f.attempt = int32(n)
+	return f
+}
+
+func (t *podTally) add(pod *corev1.Pod) {
+	t.remove(pod.UID)
+	f := factsOf(pod)
+	t.pods[pod.UID] = f
+	t.restartCounts[f.restartCount]++
+	switch {
+	case f.unreadable:
+		t.unreadable++
+	case f.counted:
+		t.attempts[f.attempt]++
+	}
+}
+
+func (t *podTally) remove(uid types.UID) {
+	f, ok := t.pods[uid]
+	if !ok {
+		return
+	}
+	delete(t.pods, uid)
+	decrement := func(m map[int32]int, k int32) {
+		if m[k]--; m[k] <= 0 {
+			delete(m, k)
+		}
+	}
+	decrement(t.restartCounts, f.restartCount)
+	switch {
+	case f.unreadable:
+		t.unreadable--
+	case f.counted:
+		decrement(t.attempts, f.attempt)
+	}
+}
+
+func (t *podTally) empty() bool { return len(t.pods) == 0 }
+
+// inPlaceView is what the in-place restart reads of a JobSet's pods (upstream reads it from a
+// list of the pods on every reconcile; these are the same figures, tallied as pods change).
+type inPlaceView struct {
+	// restartCount is the highest restartCount of any container of any of the pods.
+	restartCount int32
+	// attempts are the distinct attempts of the pods that are not Failed and have one, in
+	// increasing order; annotated is how many such pods there are.
+	attempts  []int32
+	annotated int32
+	// err says that one of those pods has an attempt that is not a non-negative integer.
+	err error
+}
+
+func (t *podTally) view() inPlaceView {
+	var v inPlaceView
+	for n := range t.restartCounts {
+		v.restartCount = max(v.restartCount, n)
+	}
+	for attempt, pods := range t.attempts {
+		v.attempts = append(v.attempts, attempt)
+		v.annotated += int32(pods)
+	}
+	slices.Sort(v.attempts)
+	if t.unreadable > 0 {
+		v.err = fmt.Errorf("invalid value for annotation %s, must be non-negative integer", jobsetv1alpha2.InPlaceRestartAttemptKey)
+	}
+	return v
+}
+
+// jobHandler keeps children's Jobs and queues the JobSet that controls a Job on each of its
+// changes (what Owns(&batchv1.Job{}) does, with the bookkeeping first).
+func (c *children) jobHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	queue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if owner := jobSetOwner(obj); owner != nil {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: owner.Name}})
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e crevent.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if job, ok := e.Object.(*batchv1.Job); ok {
+				c.setJob(nil, job)
+			}
+			queue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e crevent.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			oldJob, okOld := e.ObjectOld.(*batchv1.Job)
+			job, okNew := e.ObjectNew.(*batchv1.Job)
+			if okOld && okNew {
+				c.setJob(oldJob, job)
+			}
+			queue(e.ObjectOld, q)
+			queue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e crevent.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if job, ok := e.Object.(*batchv1.Job); ok {
+				c.setJob(job, nil)
+			}
+			queue(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e crevent.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			queue(e.Object, q)
+		},
+	}
+}
+
+// podHandler keeps children's pod tallies and queues a pod's JobSet when a change of the pod
+// changes what the in-place restart reads of it (inPlaceInputsChanged).
+func (c *children) podHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	queue := func(pod *corev1.Pod, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if key, ok := jobSetOfPod(pod); ok {
+			q.Add(reconcile.Request{NamespacedName: key})
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e crevent.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if pod, ok := e.Object.(*corev1.Pod); ok {
+				c.setPod(nil, pod)
+				queue(pod, q)
+			}
+		},
+		UpdateFunc: func(_ context.Context, e crevent.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			oldPod, okOld := e.ObjectOld.(*corev1.Pod)
+			pod, okNew := e.ObjectNew.(*corev1.Pod)
+			if !okOld || !okNew || !inPlaceInputsChanged(oldPod, pod) {
+				return
+			}
+			c.setPod(oldPod, pod)
+			queue(oldPod, q)
+			queue(pod, q)
+		},
+		DeleteFunc: func(_ context.Context, e crevent.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if pod, ok := e.Object.(*corev1.Pod); ok {
+				c.setPod(pod, nil)
+				queue(pod, q)
+			}
+		},
+		GenericFunc: func(_ context.Context, e crevent.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if pod, ok := e.Object.(*corev1.Pod); ok {
+				queue(pod, q)
+			}
+		},
+	}
+}
