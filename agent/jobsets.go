@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -137,36 +141,144 @@ func (r *jobSetReader) watch(ctx context.Context, resourceVersion string, f func
 		return fmt.Errorf("watching JobSet %s/%s: %w", r.namespace, r.name, err)
 	}
 	defer stream.Close()
-	dec := json.NewDecoder(stream)
+	return readWatch(ctx, stream, r.namespace+"/"+r.name, f)
+}
+
+// readWatch decodes the watch events of the JobSet named (namespace/name) from stream and calls f
+// for each until the stream ends (nil), ctx ends (nil), the stream fails or f returns an error.
+//
+// The apiserver writes one event per line (its JSON encoder ends each with a newline, and JSON
+// it writes holds no other), so events are framed by lines before they are decoded; a line that
+// is not whole JSON is an error. Framing by newline is a byte search, while finding the end of
+// a JSON value means scanning it.
+func readWatch(ctx context.Context, stream io.Reader, named string, f func(watchEvent) (stop bool, err error)) error {
+	lines := newLineReader(stream)
 	for {
-		var e struct {
-			Type   watch.EventType `json:"type"`
-			Object watchObject     `json:"object"`
-		}
-		switch err := dec.Decode(&e); {
-		case errors.Is(err, io.EOF), ctx.Err() != nil:
+		line, readErr := lines.next()
+		if readErr != nil && ctx.Err() != nil {
 			return nil
-		case err != nil:
-			return fmt.Errorf("watch of JobSet %s/%s: %w", r.namespace, r.name, err)
 		}
-		ev := watchEvent{Type: e.Type}
-		switch e.Type {
-		case watch.Added, watch.Modified, watch.Deleted:
-			o := observedJobSet{Metadata: e.Object.Metadata, Spec: e.Object.Spec}
-			if len(e.Object.Status) > 0 {
-				if err := json.Unmarshal(e.Object.Status, &o.Status); err != nil {
-					return fmt.Errorf("watch of JobSet %s/%s: status: %w", r.namespace, r.name, err)
-				}
+		if len(bytes.TrimSpace(line)) > 0 {
+			ev, err := decodedEvents.decode(line)
+			if err != nil {
+				return fmt.Errorf("watch of JobSet %s: %w", named, err)
 			}
-			ev.JobSet = o.jobSet()
-		case watch.Error:
-			ev.Message = e.Object.Message
-		case watch.Bookmark:
-		default:
-			return fmt.Errorf("watch of JobSet %s/%s: unknown event type %q", r.namespace, r.name, e.Type)
+			if stop, err := f(ev); stop || err != nil {
+				return err
+			}
 		}
-		if stop, err := f(ev); stop || err != nil {
-			return err
+		switch {
+		case errors.Is(readErr, io.EOF):
+			return nil
+		case readErr != nil:
+			return fmt.Errorf("watch of JobSet %s: %w", named, readErr)
 		}
 	}
+}
+
+// decodeEvent decodes one watch event.
+func decodeEvent(line []byte) (watchEvent, error) {
+	var e struct {
+		Type   watch.EventType `json:"type"`
+		Object watchObject     `json:"object"`
+	}
+	if err := json.Unmarshal(line, &e); err != nil {
+		return watchEvent{}, err
+	}
+	ev := watchEvent{Type: e.Type}
+	switch e.Type {
+	case watch.Added, watch.Modified, watch.Deleted:
+		o := observedJobSet{Metadata: e.Object.Metadata, Spec: e.Object.Spec}
+		if len(e.Object.Status) > 0 {
+			if err := json.Unmarshal(e.Object.Status, &o.Status); err != nil {
+				return watchEvent{}, fmt.Errorf("status: %w", err)
+			}
+		}
+		ev.JobSet = o.jobSet()
+	case watch.Error:
+		ev.Message = e.Object.Message
+	case watch.Bookmark:
+	default:
+		return watchEvent{}, fmt.Errorf("unknown event type %q", e.Type)
+	}
+	return ev, nil
+}
+
+// lineReader splits a stream into lines, each without its newline; a line is valid until the
+// next call.
+type lineReader struct {
+	r    *bufio.Reader
+	long []byte // a line longer than r's buffer, gathered
+}
+
+func newLineReader(r io.Reader) *lineReader { return &lineReader{r: bufio.NewReaderSize(r, 8<<10)} }
+
+// next returns the next line and, at the stream's end, its error (io.EOF or another), with the
+// last line if it had no newline.
+func (l *lineReader) next() ([]byte, error) {
+	line, err := l.r.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return bytes.TrimSuffix(line, []byte("\n")), err
+	}
+	l.long = append(l.long[:0], line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = l.r.ReadSlice('\n')
+		l.long = append(l.long, line...)
+	}
+	return bytes.TrimSuffix(l.long, []byte("\n")), err
+}
+
+// decodedEvents are the events this process decoded last. Every agent of a group receives the
+// same bytes for each change of its JobSet (the apiserver serializes an event once for all its
+// watchers), and the agents that share a process, hundreds or thousands in a kubelet shard,
+// decode each event once instead of once an agent. Each agent still reads its own stream, as
+// the apiserver's fan-out to every agent is real. The JobSets they hold are shared: read only.
+var decodedEvents = newEventMemo(64)
+
+// eventMemo remembers the decoding of the last lines it decoded, by their bytes.
+type eventMemo struct {
+	seed maphash.Seed
+
+	mu      sync.Mutex
+	entries map[uint64]memoEntry
+	ring    []uint64 // the keys, oldest first from next, to forget the oldest
+	next    int
+}
+
+type memoEntry struct {
+	line  []byte
+	event watchEvent
+}
+
+func newEventMemo(size int) *eventMemo {
+	return &eventMemo{seed: maphash.MakeSeed(), entries: make(map[uint64]memoEntry, size), ring: make([]uint64, 0, size)}
+}
+
+// decode decodes line as decodeEvent does, or returns what it returned for the same bytes.
+// Errors are not remembered.
+func (m *eventMemo) decode(line []byte) (watchEvent, error) {
+	key := maphash.Bytes(m.seed, line)
+	m.mu.Lock()
+	e, ok := m.entries[key]
+	m.mu.Unlock()
+	if ok && bytes.Equal(e.line, line) {
+		return e.event, nil
+	}
+	ev, err := decodeEvent(line)
+	if err != nil {
+		return ev, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.entries[key]; !ok {
+		if len(m.ring) < cap(m.ring) {
+			m.ring = append(m.ring, key)
+		} else {
+			delete(m.entries, m.ring[m.next])
+			m.ring[m.next] = key
+			m.next = (m.next + 1) % len(m.ring)
+		}
+	}
+	m.entries[key] = memoEntry{line: bytes.Clone(line), event: ev}
+	return ev, nil
 }
