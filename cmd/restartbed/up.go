@@ -69,8 +69,8 @@ shell and tools). One without a command runs its image's entrypoint and default 
 restartbed knows the image (busybox's sh exits at once, pause sleeps, agnhost's subcommands and
 nginx serve; docs/images.md), else until stopped; --image-commands=false runs every one of them
 until stopped, as a scenario does unless it sets spec.imageCommands. --from takes the nodes,
-timing, Kubernetes version, feature gates, programs, images and objects of a scenario file
-instead (its steps are not run); flags given as well override it. A --from scenario whose programs run host executables (spec.programs[].binary)
+timing, Kubernetes version, feature gates, programs, images, objects and kubelet processes
+(spec.kubelets) of a scenario file instead (its steps are not run); flags given as well override it. A --from scenario whose programs run host executables (spec.programs[].binary)
 needs --allow-host-binaries (and root; docs/host-binaries.md), or nothing starts (exit 2).
 
 kubectl logs [-p] [-f], exec [-it], attach and port-forward reach the emulated kubelets' API
@@ -96,7 +96,7 @@ your objects is honoured at once rather than after the collector's next resync (
 	}
 	cmd.Flags().IntVar(&f.nodes, "nodes", 3, "emulated nodes to register (named node-0, node-1, ...); 0: none, the cluster waits for nodes to join (restartbed kubelet, KWOK; docs/join.md)")
 	cmd.Flags().IntVar(&f.kubelets, "kubelets", 0,
-		"run the nodes in this many restartbed kubelet processes of one shard group on this machine, which divide the nodes and join their pods' networks (docs/join.md); 0: in this process")
+		"run the nodes in this many restartbed kubelet processes of one shard group on this machine, which divide the nodes and join their pods' networks (docs/join.md); 0: in this process (default: a --from scenario's spec.kubelets, else 0)")
 	cmd.Flags().IntVar(&f.expectNodes, "expect-nodes", 0,
 		"nodes other processes will join (restartbed kubelet, KWOK): the components' client limits are sized for them too (default with --nodes 0: 1)")
 	cmd.Flags().StringVar(&f.timing, "timing", timing.Realistic().Name,
@@ -185,7 +185,7 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 		return opts, nil, err
 	}
 	opts.RuntimeSocketDir, opts.KubeletConfigFile = f.control.runtimeDir, f.control.kubeletConfig
-	if err := kubeletProcesses(&opts, f); err != nil {
+	if err := kubeletProcesses(&opts, f, sc); err != nil {
 		return opts, nil, err
 	}
 	var problems []scenarios.Problem
@@ -212,14 +212,19 @@ func upOptions(f upFlags) (envtest.Options, *scenarios.Scenario, error) {
 	return opts, sc, nil
 }
 
-// kubeletProcesses moves the nodes into --kubelets processes of this binary: what the in-process
-// kubelet takes as values, the processes take from the --from scenario or their defaults.
-func kubeletProcesses(opts *envtest.Options, f upFlags) error {
-	if f.kubelets == 0 {
+// kubeletProcesses moves the nodes into --kubelets processes of this binary, or into the --from
+// scenario's spec.kubelets when --kubelets is not given: what the in-process kubelet takes as
+// values, the processes take from the --from scenario or their defaults.
+func kubeletProcesses(opts *envtest.Options, f upFlags, sc *scenarios.Scenario) error {
+	processes, takeover := f.kubelets, false
+	if sc != nil && sc.Spec.Kubelets != nil && !f.set("kubelets") {
+		processes, takeover = sc.Spec.Kubelets.Processes, sc.Spec.Kubelets.Takeover
+	}
+	if processes == 0 {
 		return nil
 	}
-	if f.kubelets < 0 {
-		return fmt.Errorf("--kubelets must not be negative, got %d", f.kubelets)
+	if processes < 0 {
+		return fmt.Errorf("--kubelets must not be negative, got %d", processes)
 	}
 	if len(opts.Nodes) == 0 {
 		return errors.New("--kubelets: no nodes to run in them (--nodes, or the --from scenario's)")
@@ -232,13 +237,16 @@ func kubeletProcesses(opts *envtest.Options, f upFlags) error {
 	if err != nil {
 		return fmt.Errorf("--kubelets: this binary's path: %w", err)
 	}
-	opts.KubeletProcesses, opts.KubeletCommand = f.kubelets, []string{self}
+	opts.KubeletProcesses, opts.KubeletCommand = processes, []string{self}
 	if f.from != "" {
 		from, err := filepath.Abs(f.from)
 		if err != nil {
 			return err
 		}
 		opts.KubeletArgs = append(opts.KubeletArgs, "--from", from)
+	}
+	if takeover {
+		opts.KubeletArgs = append(opts.KubeletArgs, "--takeover")
 	}
 	if opts.AllowHostBinaries {
 		opts.KubeletArgs = append(opts.KubeletArgs, "--allow-host-binaries")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,6 +128,33 @@ func TestUpKubeletsFlag(t *testing.T) {
 	} {
 		if _, _, err := upOptions(flags(tc.set)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+// A --from scenario's spec.kubelets runs its nodes in processes, with its takeover, unless
+// --kubelets says otherwise.
+func TestUpFromScenarioWithKubelets(t *testing.T) {
+	file := filepath.Join("..", "..", "scenarios", "examples", "shard-loss.yaml")
+	for name, tc := range map[string]struct {
+		kubelets      *int
+		wantProcesses int
+		wantTakeover  bool
+	}{
+		"the scenario's":        {wantProcesses: 2, wantTakeover: true},
+		"--kubelets 3":          {kubelets: new(3), wantProcesses: 3, wantTakeover: false},
+		"--kubelets 0: in here": {kubelets: new(0), wantProcesses: 0},
+	} {
+		f := upFlags{featureGates: map[string]bool{}, from: file, set: func(flag string) bool { return flag == "kubelets" && tc.kubelets != nil }}
+		if tc.kubelets != nil {
+			f.kubelets = *tc.kubelets
+		}
+		opts, _, err := upOptions(f)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if opts.KubeletProcesses != tc.wantProcesses || slices.Contains(opts.KubeletArgs, "--takeover") != tc.wantTakeover {
+			t.Errorf("%s: %d processes with arguments %v, want %d, takeover %t", name, opts.KubeletProcesses, opts.KubeletArgs, tc.wantProcesses, tc.wantTakeover)
 		}
 	}
 }
