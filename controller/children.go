@@ -54,16 +54,14 @@ type childJob struct {
 }
 
 func newChildJob(job *batchv1.Job) *childJob {
-	c := &childJob{Job: job, replicatedJob: job.Labels[jobsetv1alpha2.ReplicatedJobNameKey], restarts: -1, index: -1, ownRestarts: -1}
 	nonNegative := func(v string) int {
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
 			return n
 		}
 		return -1
 	}
-	c.restarts = nonNegative(job.Labels[jobsetv1alpha2.RestartsKey])
-	c.index = nonNegative(job.Labels[jobsetv1alpha2.JobIndexKey])
-	c.ownRestarts = 0
+	c := &childJob{Job: job, replicatedJob: job.Labels[jobsetv1alpha2.ReplicatedJobNameKey],
+		restarts: nonNegative(job.Labels[jobsetv1alpha2.RestartsKey]), index: nonNegative(job.Labels[jobsetv1alpha2.JobIndexKey])}
 	if v, ok := job.Labels[jobsetv1alpha2.JobRestartsKey]; ok {
 		c.ownRestarts = nonNegative(v)
 	}
