@@ -88,7 +88,7 @@ type pendingEvent struct {
 // nodeEvents is one node's kubelet's event pipeline.
 type nodeEvents struct {
 	recorder   record.EventRecorder
-	correlator *record.EventCorrelator
+	correlator *correlator
 	limiter    flowcontrol.PassiveRateLimiter
 	// pending are the events made and not yet written, oldest first; tries counts the failed
 	// writes of the first.
@@ -126,7 +126,7 @@ func (e *events) node(name string) *nodeEvents {
 	if n == nil {
 		n = &nodeEvents{
 			recorder:   e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: name}),
-			correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{Clock: e.clock}),
+			correlator: newCorrelator(e.clock),
 			limiter:    flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(eventQPS, eventBurst, e.clock),
 		}
 		e.byNode[name] = n
@@ -209,7 +209,7 @@ func (e *events) write(ctx context.Context, n *nodeEvents, p *pendingEvent) bool
 		return true // cut off since it was made
 	}
 	if p.correlated == nil {
-		result, err := n.correlator.EventCorrelate(ev)
+		result, err := n.correlator.correlate(ev)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Correlating an event failed", "reason", ev.Reason)
 		}
@@ -237,7 +237,7 @@ func (e *events) write(ctx context.Context, n *nodeEvents, p *pendingEvent) bool
 		written, err = events.Create(ctx, created, metav1.CreateOptions{})
 	}
 	if err == nil {
-		n.correlator.UpdateState(written)
+		n.correlator.updateState(written)
 		return true
 	}
 	var status apierrors.APIStatus

@@ -68,7 +68,7 @@ type Manager struct {
 	wg  sync.WaitGroup
 
 	mu      sync.Mutex
-	workers map[key]*worker
+	workers workerSet
 	results map[types.UID]map[string][3]Result
 	// execs holds, by pod, the context its exec probes run in before 1.37: the pod's
 	// termination ends it (release.Kubelet.ExecProbesWhileTerminating).
@@ -82,12 +82,34 @@ type key struct {
 	kind      Kind
 }
 
+// workerSet holds the workers by pod, so that a pod's are found without going through every
+// pod's.
+type workerSet map[types.UID]map[key]*worker
+
+func (s workerSet) get(k key) *worker { return s[k.pod][k] }
+
+func (s workerSet) put(w *worker) {
+	byKey := s[w.key.pod]
+	if byKey == nil {
+		byKey = map[key]*worker{}
+		s[w.key.pod] = byKey
+	}
+	byKey[w.key] = w
+}
+
+func (s workerSet) remove(k key) {
+	delete(s[k.pod], k)
+	if len(s[k.pod]) == 0 {
+		delete(s, k.pod)
+	}
+}
+
 // New returns a Manager whose workers run until ctx ends; Wait waits for them then.
 func New(ctx context.Context, opts Options) *Manager {
 	if opts.Rand == nil {
 		opts.Rand = rand.NewPCG(rand.Uint64(), rand.Uint64())
 	}
-	return &Manager{opts: opts, ctx: ctx, workers: map[key]*worker{}, results: map[types.UID]map[string][3]Result{},
+	return &Manager{opts: opts, ctx: ctx, workers: workerSet{}, results: map[types.UID]map[string][3]Result{},
 		execs: map[types.UID]execScope{}, rand: rand.New(opts.Rand)}
 }
 
@@ -109,7 +131,7 @@ func (m *Manager) AddPod(pod *corev1.Pod, kubeletStart time.Time) {
 		for _, kind := range kinds {
 			spec := probeOf(c, kind)
 			k := key{pod: pod.UID, container: c.Name, kind: kind}
-			if spec == nil || m.workers[k] != nil {
+			if spec == nil || m.workers.get(k) != nil {
 				continue
 			}
 			w := &worker{m: m, key: k, pod: pod, container: c, spec: spec, stop: make(chan struct{}), trigger: make(chan struct{}, 1),
@@ -118,7 +140,7 @@ func (m *Manager) AddPod(pod *corev1.Pod, kubeletStart time.Time) {
 			if m.opts.Clock.Since(kubeletStart) < period {
 				w.delay = time.Duration(m.rand.Float64() * float64(period))
 			}
-			m.workers[k] = w
+			m.workers.put(w)
 			m.wg.Go(w.run)
 		}
 	}
@@ -155,8 +177,8 @@ func probeOf(c *corev1.Container, kind Kind) *corev1.Probe {
 func (m *Manager) Terminating(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k, w := range m.workers {
-		if k.pod == uid && (k.kind == Liveness || k.kind == Startup) && !restart.IsSidecar(w.container) {
+	for k, w := range m.workers[uid] {
+		if (k.kind == Liveness || k.kind == Startup) && !restart.IsSidecar(w.container) {
 			w.end()
 		}
 	}
@@ -168,12 +190,10 @@ func (m *Manager) Terminating(uid types.UID) {
 func (m *Manager) RemovePod(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k, w := range m.workers {
-		if k.pod == uid {
-			w.end()
-			delete(m.workers, k)
-		}
+	for _, w := range m.workers[uid] {
+		w.end()
 	}
+	delete(m.workers, uid)
 	delete(m.results, uid)
 	if e, ok := m.execs[uid]; ok {
 		e.cancel()
@@ -208,7 +228,7 @@ func (m *Manager) StatusSet(uid types.UID, s *corev1.PodStatus) {
 			if cs.State.Running == nil || cs.Started == nil || !*cs.Started || cs.Ready {
 				continue
 			}
-			w := m.workers[key{pod: uid, container: cs.Name, kind: Readiness}]
+			w := m.workers.get(key{pod: uid, container: cs.Name, kind: Readiness})
 			if w == nil || m.results[uid][container.InstanceID(cs.ContainerID)][Readiness] == Success {
 				continue
 			}
@@ -224,7 +244,7 @@ func (m *Manager) StatusSet(uid types.UID, s *corev1.PodStatus) {
 func (m *Manager) set(w *worker, id string, r Result) bool {
 	k := w.key
 	m.mu.Lock()
-	if m.workers[k] != w {
+	if m.workers.get(k) != w {
 		m.mu.Unlock()
 		return false // removed meanwhile: the pod's results are gone
 	}
@@ -252,7 +272,7 @@ func (m *Manager) forget(w *worker, id string) {
 	k := w.key
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.workers[k] != w {
+	if m.workers.get(k) != w {
 		return // removed meanwhile: the pod's results are gone, or a new worker's
 	}
 	byID := m.results[k.pod]
@@ -275,8 +295,8 @@ func (m *Manager) removeWorker(w *worker, id string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.workers[w.key] == w {
-		delete(m.workers, w.key)
+	if m.workers.get(w.key) == w {
+		m.workers.remove(w.key)
 	}
 }
 

@@ -129,7 +129,7 @@ func newWorker(m *Manager, pod *corev1.Pod, c *corev1.Container, kind Kind) *wor
 	w := &worker{m: m, key: key{pod: pod.UID, container: c.Name, kind: kind}, pod: pod, container: c, spec: probeOf(c, kind),
 		stop: make(chan struct{}), trigger: make(chan struct{}, 1)}
 	m.mu.Lock()
-	m.workers[w.key] = w
+	m.workers.put(w)
 	m.mu.Unlock()
 	return w
 }
@@ -277,14 +277,14 @@ func TestTerminating(t *testing.T) {
 			m.AddPod(pod, t0.Add(-time.Hour))
 			clocktest.WaitForWaiters(t, clk, before+3, "the three workers' tickers")
 			m.mu.Lock()
-			main := m.workers[key{pod: pod.UID, container: "main", kind: Readiness}]
+			main := m.workers.get(key{pod: pod.UID, container: "main", kind: Readiness})
 			m.mu.Unlock()
 			m.Terminating(pod.UID)
 			deadline := time.Now().Add(clocktest.Deadline)
 			for {
 				m.mu.Lock()
-				_, mainLive := m.workers[key{pod: pod.UID, container: "main", kind: Liveness}]
-				_, sideLive := m.workers[key{pod: pod.UID, container: "side", kind: Liveness}]
+				mainLive := m.workers.get(key{pod: pod.UID, container: "main", kind: Liveness}) != nil
+				sideLive := m.workers.get(key{pod: pod.UID, container: "side", kind: Liveness}) != nil
 				m.mu.Unlock()
 				if !mainLive {
 					if !sideLive {

@@ -6,12 +6,14 @@ import (
 	goruntime "runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -111,4 +113,95 @@ func BenchmarkStartPods(b *testing.B) {
 		b.ReportMetric(float64(cluster.Kubelet.StatusWrites()-writesBefore)/pods, "writes/pod")
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/pods, "heapB/pod")
 	}
+}
+
+// BenchmarkFailingStartupProbes measures what a kubelet spends on a startup probe that keeps
+// failing, as every JobSet agent's does while it waits at the barrier of a group restart: 1000
+// pods on 250 nodes, each with a startup probe every second that nothing answers, so that every
+// probe fails and makes an Unhealthy event. Once every pod's event has been written 25 times (the
+// spam filter's burst), each further failure is correlated and dropped; the benchmark then
+// reports this process's CPU per failed probe, less what the idle nodes cost before the pods came.
+// A restart's barrier wait costs the kubelets pods × seconds of these. Run it with
+//
+//	go test ./test/fakekubelet/ -run '^$' -bench FailingStartupProbes -benchtime 1x
+func BenchmarkFailingStartupProbes(b *testing.B) {
+	const nodes, pods, window = 250, 1000, 30 * time.Second
+	ctx := context.Background()
+	profile := timing.Realistic()
+	cluster, err := envtest.Start(ctx, envtest.Options{DisableControllerManager: true, Timing: &profile,
+		Nodes: []fakekubelet.NodePool{{Name: "bench", Count: nodes}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			b.Error(err)
+		}
+	})
+
+	b.StopTimer()
+	time.Sleep(10 * time.Second) // the nodes registered and heartbeating
+	idle := cpuOver(b, window)
+	for i := range b.N {
+		ns := fmt.Sprintf("probes-%d", i)
+		if _, err := cluster.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		var g errgroup.Group
+		g.SetLimit(32)
+		for j := range pods {
+			g.Go(func() error {
+				c := builders.MakeContainer("waiter").Shell("sleep 3600").Obj()
+				c.StartupProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 100000, ProbeHandler: corev1.ProbeHandler{
+					HTTPGet: &corev1.HTTPGetAction{Path: "/barrier", Port: intstr.FromInt32(8080)}}}
+				pod := builders.MakePod(fmt.Sprintf("w-%d", j), ns).Container(c).Obj()
+				pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+				_, err := cluster.Clientset.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		// Every pod's Unhealthy event is written with a count past the spam filter's burst: from
+		// here on, the failures are counted and dropped.
+		deadline := time.Now().Add(10 * time.Minute)
+		for spent := 0; spent < pods; {
+			if time.Now().After(deadline) {
+				b.Fatalf("only %d of %d pods' Unhealthy events past the burst after 10 minutes", spent, pods)
+			}
+			time.Sleep(2 * time.Second)
+			list, err := cluster.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Unhealthy"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			spent = 0
+			for _, ev := range list.Items {
+				if ev.Count >= 25 {
+					spent++
+				}
+			}
+		}
+
+		b.StartTimer()
+		busy := cpuOver(b, window)
+		b.StopTimer()
+		b.ReportMetric(float64((busy-idle).Microseconds())/(pods*window.Seconds()), "cpu-µs/probe")
+	}
+}
+
+// cpuOver is the CPU this process uses over the next window.
+func cpuOver(b *testing.B, window time.Duration) time.Duration {
+	before := processCPU(b)
+	time.Sleep(window)
+	return processCPU(b) - before
+}
+
+// processCPU is the user and system CPU this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
