@@ -63,22 +63,26 @@ func newCorrelator(clk clock.PassiveClock) *correlator {
 // counted as a repeat of one already made, or dropped by the spam filter.
 func (c *correlator) correlate(ev *corev1.Event) (*record.EventCorrelateResult, error) {
 	aggregated, key := c.aggregator.EventAggregate(ev)
-	observed := *aggregated
+	seen := seenEvent{count: aggregated.Count, firstTimestamp: aggregated.FirstTimestamp, name: aggregated.Name,
+		resourceVersion: aggregated.ResourceVersion}
 	c.mu.Lock()
 	var last seenEvent
 	if v, ok := c.seen.Get(key); ok {
 		last = v.(seenEvent)
 	}
 	if last.count > 0 {
-		observed.Name, observed.ResourceVersion = last.name, last.resourceVersion
-		observed.FirstTimestamp, observed.Count = last.firstTimestamp, last.count+1
+		seen = seenEvent{count: last.count + 1, firstTimestamp: last.firstTimestamp, name: last.name, resourceVersion: last.resourceVersion}
 	}
-	c.seen.Add(key, seenEvent{count: observed.Count, firstTimestamp: observed.FirstTimestamp, name: observed.Name,
-		resourceVersion: observed.ResourceVersion})
+	c.seen.Add(key, seen)
 	c.mu.Unlock()
-	if c.spam.Filter(&observed) {
+	// The spam filter keys on the source, the object and the type, which counting leaves as they
+	// are: it can judge the event before it is copied.
+	if c.spam.Filter(aggregated) {
 		return &record.EventCorrelateResult{Skip: true}, nil
 	}
+	observed := *aggregated
+	observed.Name, observed.ResourceVersion, observed.FirstTimestamp, observed.Count = seen.name, seen.resourceVersion,
+		seen.firstTimestamp, seen.count
 	result := &record.EventCorrelateResult{Event: &observed}
 	if last.count == 0 {
 		return result, nil

@@ -129,13 +129,10 @@ func (m *Manager) AddPod(pod *corev1.Pod, kubeletStart time.Time) {
 	}
 	for _, c := range probedContainers(pod) {
 		for _, kind := range kinds {
-			spec := probeOf(c, kind)
-			k := key{pod: pod.UID, container: c.Name, kind: kind}
-			if spec == nil || m.workers.get(k) != nil {
+			if probeOf(c, kind) == nil || m.workers.get(key{pod: pod.UID, container: c.Name, kind: kind}) != nil {
 				continue
 			}
-			w := &worker{m: m, key: k, pod: pod, container: c, spec: spec, stop: make(chan struct{}), trigger: make(chan struct{}, 1),
-				restart: status.KubeletRestart{Start: kubeletStart, ChangeStatus: m.opts.ChangeStatusOnKubeletRestart}}
+			w := m.newWorker(pod, c, kind, kubeletStart)
 			period := w.period()
 			if m.opts.Clock.Since(kubeletStart) < period {
 				w.delay = time.Duration(m.rand.Float64() * float64(period))
@@ -144,6 +141,13 @@ func (m *Manager) AddPod(pod *corev1.Pod, kubeletStart time.Time) {
 			m.wg.Go(w.run)
 		}
 	}
+}
+
+// newWorker makes the worker of the container's probe of that kind, which AddPod starts.
+func (m *Manager) newWorker(pod *corev1.Pod, c *corev1.Container, kind Kind, kubeletStart time.Time) *worker {
+	return &worker{m: m, key: key{pod: pod.UID, container: c.Name, kind: kind}, pod: pod, container: c, spec: probeOf(c, kind),
+		deleting: pod.DeletionTimestamp != nil, stop: make(chan struct{}), trigger: make(chan struct{}, 1),
+		restart: status.KubeletRestart{Start: kubeletStart, ChangeStatus: m.opts.ChangeStatusOnKubeletRestart}}
 }
 
 // probedContainers are the containers that get probe workers: the regular ones and the

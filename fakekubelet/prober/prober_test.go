@@ -126,8 +126,7 @@ func execProbe(period, success, failure, delay int32) *corev1.Probe {
 
 // newWorker returns a worker of the manager that no goroutine runs: the test calls its ticks.
 func newWorker(m *Manager, pod *corev1.Pod, c *corev1.Container, kind Kind) *worker {
-	w := &worker{m: m, key: key{pod: pod.UID, container: c.Name, kind: kind}, pod: pod, container: c, spec: probeOf(c, kind),
-		stop: make(chan struct{}), trigger: make(chan struct{}, 1)}
+	w := m.newWorker(pod, c, kind, time.Time{})
 	m.mu.Lock()
 	m.workers.put(w)
 	m.mu.Unlock()

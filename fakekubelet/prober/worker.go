@@ -20,10 +20,13 @@ import (
 type worker struct {
 	m   *Manager
 	key key
-	// pod and container are as the kubelet saw them when it added the pod.
+	// pod and container are as the kubelet saw them when it added the pod; a tick reads what it
+	// needs of them from key and deleting, which stay in the worker's own memory.
 	pod       *corev1.Pod
 	container *corev1.Container
 	spec      *corev1.Probe
+	// deleting: the pod had a deletion timestamp when the kubelet added it.
+	deleting bool
 	// delay is how long the worker waits before its first probe (a kubelet just started).
 	delay time.Duration
 	// restart is when the kubelet that made the worker started, and what its restart keeps.
@@ -83,7 +86,7 @@ func (w *worker) run() {
 // probeOnce is one tick of the worker; it reports whether the worker goes on.
 func (w *worker) probeOnce() bool {
 	m := w.m
-	phase, cs, ok := m.opts.Status(w.pod.UID, w.container.Name)
+	phase, cs, ok := m.opts.Status(w.key.pod, w.key.container)
 	if restart.IsTerminal(phase) {
 		return false // the pod is done: nothing of it runs again
 	}
@@ -118,7 +121,7 @@ func (w *worker) probeOnce() bool {
 		m.set(w, w.id, Failure)
 		return true
 	}
-	if w.pod.DeletionTimestamp != nil && w.key.kind != Readiness {
+	if w.deleting && w.key.kind != Readiness {
 		// The kubelet (re)started with the pod already deleting: a quiet shutdown.
 		m.set(w, w.id, Success)
 		return false

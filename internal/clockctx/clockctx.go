@@ -16,9 +16,12 @@ func WithTimeout(parent context.Context, clk clock.Clock, d time.Duration) (cont
 	ctx, cancel := context.WithCancelCause(parent)
 	if af, ok := clk.(clock.WithDelayedExecution); ok {
 		// No goroutine waits for the timer: a probe makes one of these a second for every pod.
+		// When parent ends first, the timer fires later on a context already done.
 		timer := af.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
-		context.AfterFunc(ctx, func() { timer.Stop() })
-		return timeoutCtx{ctx}, func() { cancel(context.Canceled) }
+		return timeoutCtx{ctx}, func() {
+			timer.Stop()
+			cancel(context.Canceled)
+		}
 	}
 	timer := clk.NewTimer(d)
 	go func() {
