@@ -33,7 +33,11 @@ const roleEnv = "HOSTPROC_TEST_ROLE"
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "":
-		os.Exit(m.Run())
+		code := m.Run()
+		if helperDir != "" {
+			_ = os.RemoveAll(helperDir)
+		}
+		os.Exit(code)
 	case "report":
 		host, _ := os.Hostname()
 		ns, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -108,12 +112,16 @@ func TestMain(m *testing.M) {
 	}
 }
 
+// helperDir holds the helper once built; TestMain removes it.
+var helperDir string
+
 // helper builds the sandbox helper once per test binary.
 var helper = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "hostproc-helper-")
 	if err != nil {
 		return "", err
 	}
+	helperDir = dir
 	src := filepath.Join(dir, "main.go")
 	if err := os.WriteFile(src, HelperSource, 0o644); err != nil {
 		return "", err

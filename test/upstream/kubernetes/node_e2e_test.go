@@ -605,8 +605,14 @@ func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work s
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
 	}
+	// The specs' temporary files (the CRI proxy's socket among them) go where the test removes
+	// them.
+	tmp := filepath.Join(work, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(ginkgo, args...)
-	cmd.Dir, cmd.Env = work, env
+	cmd.Dir, cmd.Env = work, append(slices.Clip(env), "TMPDIR="+tmp)
 	start := time.Now()
 	out, runErr := cmd.CombinedOutput()
 	t.Logf("ginkgo ran the specs in %s (%v)", time.Since(start).Round(time.Second), runErr)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -52,6 +53,9 @@ import (
 // harness runs no spec that injects one (node_e2e_test.go, buildSuite). The specs that need it
 // only to be there (container_restart_test.go resets its injectors) run.
 var e2eCriProxy *criproxy.RemoteRuntime
+
+// e2eCriProxySocket is the proxy's socket.
+var e2eCriProxySocket string
 
 // featureGates are the gates the specs may assume (--feature-gates): the cluster's.
 var featureGates map[string]bool
@@ -115,8 +119,11 @@ var _ = ginkgo.BeforeSuite(func(ctx context.Context) {
 		rs, is, err := criClients(ctx)
 		framework.ExpectNoError(err, "connecting to the node's runtime socket")
 		e2eCriProxy = criproxy.NewRemoteRuntimeProxy(rs, is)
-		endpoint, err := criproxy.GenerateEndpoint()
-		framework.ExpectNoError(err)
+		// Not criproxy.GenerateEndpoint's socket in /tmp: its listener is made under a temporary
+		// name and renamed, so closing it leaves the socket behind. This one is in the
+		// harness's temporary directory (TMPDIR), and AfterSuite removes it.
+		e2eCriProxySocket = filepath.Join(os.TempDir(), fmt.Sprintf("cri-proxy-%d.sock", ginkgo.GinkgoParallelProcess()))
+		endpoint := "unix://" + e2eCriProxySocket
 		framework.ExpectNoError(e2eCriProxy.Start(endpoint), "starting the CRI proxy")
 		framework.TestContext.ContainerRuntimeEndpoint, framework.TestContext.ImageServiceEndpoint = endpoint, endpoint
 	}
@@ -125,6 +132,7 @@ var _ = ginkgo.BeforeSuite(func(ctx context.Context) {
 var _ = ginkgo.AfterSuite(func() {
 	if e2eCriProxy != nil {
 		e2eCriProxy.Stop()
+		_ = os.Remove(e2eCriProxySocket)
 	}
 })
 
