@@ -175,9 +175,14 @@ type Cluster struct {
 	// in Options.KubeletProcesses.
 	Kubelet *fakekubelet.Kubelet
 
-	env        *crenvtest.Environment
-	launcher   *launcher
-	components []*component // kube-controller-manager and kube-scheduler, in start order
+	env      *crenvtest.Environment
+	launcher *launcher
+	// componentsMu guards components and downComponents against the faults that kill and start
+	// them (KillComponent).
+	componentsMu sync.Mutex
+	components   []*component // kube-controller-manager and kube-scheduler, in start order
+	// downComponents are etcd or kube-apiserver, killed and not started again.
+	downComponents map[string]bool
 	// controllerManager: kube-controller-manager runs, so namespaces get service accounts.
 	controllerManager bool
 	jobSet            *runningManager
@@ -261,7 +266,8 @@ func newCluster(opts Options) (*Cluster, error) {
 	if err := checkBinaries(opts.Programs); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Release: release, FeatureGates: gates, Timing: profile, Clock: opts.Clock, Scheme: opts.Scheme}
+	c := &Cluster{Release: release, FeatureGates: gates, Timing: profile, Clock: opts.Clock, Scheme: opts.Scheme,
+		downComponents: map[string]bool{}}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
@@ -493,9 +499,11 @@ func (c *Cluster) Stop() error {
 			c.hostBinaries.Close()
 		}
 		errs = append(errs, c.kubeletAPI.stop())
+		c.componentsMu.Lock()
 		for _, comp := range slices.Backward(c.components) {
 			errs = append(errs, comp.stop())
 		}
+		c.componentsMu.Unlock()
 		if c.jobSet != nil {
 			errs = append(errs, c.jobSet.stop())
 		}
@@ -511,6 +519,11 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, c.launcher.stop(c.env))
 		case c.env != nil:
 			errs = append(errs, c.env.Stop()) // an existing cluster's: the CRDs go, the cluster stays
+		}
+		if c.env != nil {
+			// The webhooks' serving certificates, in a temporary directory of their own. Stop
+			// removes it only when it got that far: it returns early if the CRDs will not go.
+			errs = append(errs, c.env.WebhookInstallOptions.Cleanup())
 		}
 		if c.work != nil {
 			errs = append(errs, c.work.remove())

@@ -129,6 +129,8 @@ func TestMalformedScenarios(t *testing.T) {
 		{"a shard step with two targets", "", "s.yaml:45: spec.steps[5].recoverShard: give exactly one of shard, node and nodeOf"},
 		{"a shard step on an unknown node", "", "s.yaml:45: spec.steps[5].killShard.node: no node \"gpu-0\" in this scenario"},
 		{"no kubelet processes", "", "s.yaml:17: spec.kubelets.processes: must be at least 1, got 0"},
+		{"an unknown component", "", "s.yaml:45: spec.steps[5].killComponent.component: component \"apiserver\": give one of etcd, kube-apiserver, kube-controller-manager, kube-scheduler"},
+		{"a component step without its component", "", "s.yaml:44: spec.steps[5].startComponent: component \"\": give one of etcd, "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -163,6 +165,10 @@ func TestMalformedScenarios(t *testing.T) {
 				content = strings.Replace(valid, "  controllers:\n", "  kubelets: {takeover: true}\n  controllers:\n", 1)
 			case "zero Kueue threshold":
 				content = strings.Replace(valid, "      threshold: 60s\n", tc.edit, 1)
+			case "an unknown component":
+				content = valid + "  - killComponent:\n      component: apiserver\n"
+			case "a component step without its component":
+				content = valid + "  - startComponent: {}\n"
 			case "delete by pod and by name":
 				content = valid + "  - delete: {kind: Pod, name: a, pod: {name: a}}\n"
 			case "delete by a bad pod reference":

@@ -3,11 +3,13 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/internal/yamlpath"
 )
 
@@ -38,6 +40,8 @@ type Step struct {
 	KillShard      *ShardTarget      `yaml:"killShard"`
 	FailShard      *ShardTarget      `yaml:"failShard"`
 	RecoverShard   *ShardTarget      `yaml:"recoverShard"`
+	KillComponent  *ComponentTarget  `yaml:"killComponent"`
+	StartComponent *ComponentTarget  `yaml:"startComponent"`
 
 	// Line is where the step starts in its file.
 	Line int `yaml:"-"`
@@ -146,6 +150,16 @@ var stepKinds = []stepKind{
 	{"recoverShard", func(s *Step) bool { return s.RecoverShard != nil }, func(c *stepCheck) stepAction {
 		return c.shardStep("recoverShard", c.step.RecoverShard, func(ctx context.Context, r *runner, shard string) error {
 			return r.onShardNodes(ctx, shard, r.cluster.Faults().RecoverNode)
+		})
+	}},
+	{"killComponent", func(s *Step) bool { return s.KillComponent != nil }, func(c *stepCheck) stepAction {
+		return c.componentStep("killComponent", c.step.KillComponent, func(_ context.Context, r *runner, name string) error {
+			return r.cluster.KillComponent(name)
+		})
+	}},
+	{"startComponent", func(s *Step) bool { return s.StartComponent != nil }, func(c *stepCheck) stepAction {
+		return c.componentStep("startComponent", c.step.StartComponent, func(ctx context.Context, r *runner, name string) error {
+			return r.cluster.StartComponent(ctx, name)
 		})
 	}},
 }
@@ -495,4 +509,28 @@ func (s shardStep) run(ctx context.Context, r *runner) error {
 		}
 		return s.do(ctx, r, shard)
 	})
+}
+
+// killComponent, startComponent: a fault of one of the control plane's processes.
+type componentStep struct {
+	key    string
+	target *ComponentTarget
+	do     func(ctx context.Context, r *runner, name string) error
+}
+
+func (c *stepCheck) componentStep(key string, target *ComponentTarget, do func(ctx context.Context, r *runner, name string) error) stepAction {
+	if !slices.Contains(envtest.ComponentNames, target.Component) {
+		path, node := c.field(key)+".component", yamlpath.At(c.at(key), "component")
+		if target.Component == "" {
+			path, node = c.field(key), c.at(key)
+		}
+		c.l.addf(node.Line, path, "component %q: give one of %s", target.Component, strings.Join(envtest.ComponentNames, ", "))
+	}
+	return componentStep{key: key, target: target, do: do}
+}
+
+func (s componentStep) title() string { return s.key + " " + s.target.Component }
+
+func (s componentStep) run(ctx context.Context, r *runner) error {
+	return s.do(ctx, r, s.target.Component)
 }

@@ -174,6 +174,11 @@ type NodeTarget struct {
 	NodeOf *PodRef `yaml:"nodeOf"`
 }
 
+// ComponentTarget names one of the control plane's processes (envtest.ComponentNames).
+type ComponentTarget struct {
+	Component string `yaml:"component"`
+}
+
 // ShardTarget names one of the kubelet processes (spec.kubelets): by name (kubelet-1), or as
 // the one that holds a node, or a pod's node, when the step runs.
 type ShardTarget struct {

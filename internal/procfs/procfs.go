@@ -34,6 +34,33 @@ func Command(pid int) string {
 	return comm
 }
 
+// Executable returns the path of the binary the process runs, symbolic links resolved, or "" if
+// it is gone.
+func Executable(pid int) string {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return ""
+	}
+	exe, err := p.Executable()
+	if err != nil {
+		return ""
+	}
+	return exe
+}
+
+// CommandLine returns the process's arguments, the first its name, or nil if it is gone.
+func CommandLine(pid int) []string {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return nil
+	}
+	args, err := p.CmdLine()
+	if err != nil {
+		return nil
+	}
+	return args
+}
+
 // Alive reports whether pid runs; a zombie (dead, not yet reaped) does not count.
 func Alive(pid int) bool {
 	s, err := stat(pid)

@@ -1,0 +1,151 @@
+package envtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/restartbed/restartbed/envtest/controlplane"
+	"github.com/restartbed/restartbed/internal/procfs"
+)
+
+// ComponentNames are the control plane's processes a fault can kill and start again
+// (KillComponent): the binaries' names.
+var ComponentNames = controlplane.Binaries
+
+// KillComponent kills one of the control plane's processes at once (SIGKILL), as a machine that
+// loses power kills it: name is etcd, kube-apiserver, kube-controller-manager or
+// kube-scheduler. What it keeps on disk stays (etcd's data, the apiserver's certificates), and
+// so does what the cluster holds of it (its address and port): StartComponent starts it again
+// as it was. Until then it is down: with kube-apiserver or etcd down, every client's request
+// fails or waits, and the watches break. It fails for a component the cluster does not run or
+// that is down already.
+func (c *Cluster) KillComponent(name string) error {
+	c.componentsMu.Lock()
+	defer c.componentsMu.Unlock()
+	switch name {
+	case controlplane.EtcdBinary, controlplane.KubeAPIServerBinary:
+		if c.launcher == nil {
+			return fmt.Errorf("%s: this cluster's control plane is not restartbed's (an existing cluster's)", name)
+		}
+		if c.downComponents[name] {
+			return fmt.Errorf("%s is down already; StartComponent starts it", name)
+		}
+		pid, err := c.controlPlanePID(name)
+		if err != nil {
+			return err
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("killing %s (pid %d): %w", name, pid, err)
+		}
+		// Its waiter in controller-runtime reaps it; until then its pid is still there.
+		err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, componentStopGrace, true,
+			func(context.Context) (bool, error) { return !procfs.Alive(pid), nil })
+		if err != nil {
+			return fmt.Errorf("%s (pid %d) was killed but has not exited: %w", name, pid, err)
+		}
+		c.downComponents[name] = true
+		return nil
+	}
+	comp, err := c.component(name)
+	if err != nil {
+		return err
+	}
+	if comp.killed.Load() {
+		return fmt.Errorf("%s is down already; StartComponent starts it", name)
+	}
+	comp.kill()
+	return nil
+}
+
+// StartComponent starts a component KillComponent killed, with the flags, addresses and data it
+// had, and returns once it serves: etcd and kube-apiserver answer their health checks;
+// kube-controller-manager and kube-scheduler run (they take their leases again as they start).
+// The cluster's clients, the kubelets and the controllers reconnect on their own, as they do on
+// a cluster. It fails for a component that runs.
+func (c *Cluster) StartComponent(ctx context.Context, name string) error {
+	c.componentsMu.Lock()
+	defer c.componentsMu.Unlock()
+	switch name {
+	case controlplane.EtcdBinary, controlplane.KubeAPIServerBinary:
+		if !c.downComponents[name] {
+			return fmt.Errorf("%s runs; KillComponent kills it", name)
+		}
+		var err error
+		c.launcher.do(func() {
+			if name == controlplane.EtcdBinary {
+				err = c.env.ControlPlane.Etcd.Start()
+			} else {
+				err = c.env.ControlPlane.APIServer.Start()
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("starting %s again: %w", name, err)
+		}
+		delete(c.downComponents, name)
+		return nil
+	}
+	old, err := c.component(name)
+	if err != nil {
+		return err
+	}
+	if !old.killed.Load() {
+		return fmt.Errorf("%s runs; KillComponent kills it", name)
+	}
+	var comp *component
+	c.launcher.do(func() { comp, err = startComponent(old.name, old.path, old.args, old.out) })
+	if err != nil {
+		return err
+	}
+	c.components[slices.Index(c.components, old)] = comp
+	// A process that cannot start (its port still held, a flag refused) exits at once.
+	select {
+	case <-comp.done:
+		return comp.exited()
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// component is kube-controller-manager's or kube-scheduler's process; componentsMu is held.
+func (c *Cluster) component(name string) (*component, error) {
+	for _, comp := range c.components {
+		if comp.name == name {
+			return comp, nil
+		}
+	}
+	if !slices.Contains(ComponentNames, name) {
+		return nil, fmt.Errorf("no control-plane component is named %q; they are %s", name, strings.Join(ComponentNames, ", "))
+	}
+	return nil, fmt.Errorf("this cluster runs no %s", name)
+}
+
+// controlPlanePID finds the process of etcd or kube-apiserver, which controller-runtime started
+// and does not name: this process's child running the release's binary (the guard has replaced
+// itself with it) with this cluster's own directory (its data or certificates) on its command
+// line.
+func (c *Cluster) controlPlanePID(name string) (int, error) {
+	binary, dir := c.Assets.Path(name), c.env.ControlPlane.APIServer.CertDir
+	if name == controlplane.EtcdBinary {
+		dir = c.env.ControlPlane.Etcd.DataDir
+	}
+	if resolved, err := filepath.EvalSymlinks(binary); err == nil {
+		binary = resolved
+	}
+	for _, pid := range procfs.Children(os.Getpid()) {
+		if procfs.Alive(pid) && procfs.Executable(pid) == binary &&
+			slices.ContainsFunc(procfs.CommandLine(pid), func(arg string) bool { return strings.Contains(arg, dir) }) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("finding %s's process: no child of this process runs %s with %s", name, binary, dir)
+}
