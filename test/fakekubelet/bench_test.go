@@ -30,27 +30,11 @@ import (
 //	go test ./test/fakekubelet/ -run '^$' -bench StartPods -benchtime 1x
 func BenchmarkStartPods(b *testing.B) {
 	const nodes, pods = 500, 2000
-	ctx := context.Background()
-	// Realistic timing: its heartbeats (a lease renewal per node every 10 s) load the apiserver
-	// as a real cluster's do; the fast profile's would cost 500 writes a second here.
-	profile := timing.Realistic()
-	cluster, err := envtest.Start(ctx, envtest.Options{DisableControllerManager: true, Timing: &profile,
-		Nodes: []fakekubelet.NodePool{{Name: "bench", Count: nodes}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			b.Error(err)
-		}
-	})
+	cluster := benchCluster(b, nodes)
 
 	b.StopTimer()
 	for i := range b.N {
-		ns := fmt.Sprintf("bench-%d", i)
-		if _, err := cluster.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
+		ns := createNamespace(b, cluster, fmt.Sprintf("bench-%d", i))
 		var ready atomic.Int64
 		done := make(chan struct{})
 		var once sync.Once
@@ -82,21 +66,7 @@ func BenchmarkStartPods(b *testing.B) {
 
 		b.StartTimer()
 		start := time.Now()
-		var g errgroup.Group
-		g.SetLimit(32)
-		for j := range pods {
-			g.Go(func() error {
-				pod := builders.MakePod(fmt.Sprintf("w-%d", j), ns).
-					Container(builders.MakeContainer("worker").Shell("sleep 3600").Obj()).Obj()
-				// No node lifecycle controller here to lift the not-ready taint.
-				pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-				_, err := cluster.Clientset.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
-			b.Fatal(err)
-		}
+		createPods(b, cluster, ns, pods, builders.MakeContainer("worker").Shell("sleep 3600").Obj())
 		select {
 		case <-done:
 		case <-time.After(5 * time.Minute):
@@ -127,42 +97,17 @@ func BenchmarkStartPods(b *testing.B) {
 func BenchmarkFailingStartupProbes(b *testing.B) {
 	const nodes, pods, window = 250, 1000, 30 * time.Second
 	ctx := context.Background()
-	profile := timing.Realistic()
-	cluster, err := envtest.Start(ctx, envtest.Options{DisableControllerManager: true, Timing: &profile,
-		Nodes: []fakekubelet.NodePool{{Name: "bench", Count: nodes}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			b.Error(err)
-		}
-	})
+	cluster := benchCluster(b, nodes)
 
 	b.StopTimer()
 	time.Sleep(10 * time.Second) // the nodes registered and heartbeating
 	idle := cpuOver(b, window)
 	for i := range b.N {
-		ns := fmt.Sprintf("probes-%d", i)
-		if _, err := cluster.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		var g errgroup.Group
-		g.SetLimit(32)
-		for j := range pods {
-			g.Go(func() error {
-				c := builders.MakeContainer("waiter").Shell("sleep 3600").Obj()
-				c.StartupProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 100000, ProbeHandler: corev1.ProbeHandler{
-					HTTPGet: &corev1.HTTPGetAction{Path: "/barrier", Port: intstr.FromInt32(8080)}}}
-				pod := builders.MakePod(fmt.Sprintf("w-%d", j), ns).Container(c).Obj()
-				pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-				_, err := cluster.Clientset.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
-			b.Fatal(err)
-		}
+		ns := createNamespace(b, cluster, fmt.Sprintf("probes-%d", i))
+		waiter := builders.MakeContainer("waiter").Shell("sleep 3600").Obj()
+		waiter.StartupProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 100000, ProbeHandler: corev1.ProbeHandler{
+			HTTPGet: &corev1.HTTPGetAction{Path: "/barrier", Port: intstr.FromInt32(8080)}}}
+		createPods(b, cluster, ns, pods, waiter)
 		// Every pod's Unhealthy event is written with a count past the spam filter's burst: from
 		// here on, the failures are counted and dropped.
 		deadline := time.Now().Add(10 * time.Minute)
@@ -204,4 +149,49 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchCluster starts a cluster of the nodes without kube-controller-manager, in realistic
+// timing: its heartbeats (a lease renewal per node every 10 s) load the apiserver as a real
+// cluster's do; the fast profile's would cost a write per node every 2 s.
+func benchCluster(b *testing.B, nodes int) *envtest.Cluster {
+	profile := timing.Realistic()
+	cluster, err := envtest.Start(context.Background(), envtest.Options{DisableControllerManager: true, Timing: &profile,
+		Nodes: []fakekubelet.NodePool{{Name: "bench", Count: nodes}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			b.Error(err)
+		}
+	})
+	return cluster
+}
+
+// createNamespace creates the namespace and returns its name.
+func createNamespace(b *testing.B, cluster *envtest.Cluster, name string) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := cluster.Clientset.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	return name
+}
+
+// createPods creates n pods w-0 ... in the namespace, 32 at a time, each of the one container.
+// They tolerate every taint: no node lifecycle controller runs to lift the nodes' not-ready one.
+func createPods(b *testing.B, cluster *envtest.Cluster, ns string, n int, c corev1.Container) {
+	var g errgroup.Group
+	g.SetLimit(32)
+	for j := range n {
+		g.Go(func() error {
+			pod := builders.MakePod(fmt.Sprintf("w-%d", j), ns).Container(c).Obj()
+			pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+			_, err := cluster.Clientset.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
 }
