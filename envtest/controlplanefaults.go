@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 
 	"github.com/restartbed/restartbed/envtest/controlplane"
 	"github.com/restartbed/restartbed/internal/procfs"
@@ -109,7 +110,7 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 	select {
 	case <-comp.done:
 		return comp.exited()
-	case <-time.After(time.Second):
+	case <-clock.RealClock{}.After(time.Second): // a process start is wall time, whatever clock the cluster runs on
 	case <-ctx.Done():
 		return ctx.Err()
 	}
