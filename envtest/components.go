@@ -29,9 +29,7 @@ const componentStopGrace = 10 * time.Second
 // last lines of the process's output, so that a component that exits early can say why.
 type component struct {
 	name string
-	// path, args and out are how it started, for a start after a kill (StartComponent).
-	path string
-	args []string
+	// out is where its output goes, for a start after a kill (StartComponent); cmd has the rest.
 	out  io.Writer
 	cmd  *exec.Cmd
 	tail *tailWriter
@@ -44,7 +42,7 @@ type component struct {
 // startComponent starts path with args. It must run on the launcher's thread: the guard ties the
 // process's life to the thread that started it.
 func startComponent(name, path string, args []string, out io.Writer) (*component, error) {
-	c := &component{name: name, path: path, args: args, out: out, tail: &tailWriter{max: 40}, done: make(chan struct{})}
+	c := &component{name: name, out: out, tail: &tailWriter{max: 40}, done: make(chan struct{})}
 	c.cmd = exec.Command(path, args...)
 	// The process dies with the thread that started it (the launcher's), as the guard's do, and
 	// is in a process group of its own: a terminal's Ctrl-C reaches this process, which stops

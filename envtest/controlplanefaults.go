@@ -101,7 +101,7 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 		return fmt.Errorf("%s runs; KillComponent kills it", name)
 	}
 	var comp *component
-	c.launcher.do(func() { comp, err = startComponent(old.name, old.path, old.args, old.out) })
+	c.launcher.do(func() { comp, err = startComponent(old.name, old.cmd.Path, old.cmd.Args[1:], old.out) })
 	if err != nil {
 		return err
 	}

@@ -63,15 +63,15 @@ func newCorrelator(clk clock.PassiveClock) *correlator {
 // counted as a repeat of one already made, or dropped by the spam filter.
 func (c *correlator) correlate(ev *corev1.Event) (*record.EventCorrelateResult, error) {
 	aggregated, key := c.aggregator.EventAggregate(ev)
-	seen := seenEvent{count: aggregated.Count, firstTimestamp: aggregated.FirstTimestamp, name: aggregated.Name,
-		resourceVersion: aggregated.ResourceVersion}
+	seen := seenOf(aggregated)
 	c.mu.Lock()
 	var last seenEvent
 	if v, ok := c.seen.Get(key); ok {
 		last = v.(seenEvent)
 	}
 	if last.count > 0 {
-		seen = seenEvent{count: last.count + 1, firstTimestamp: last.firstTimestamp, name: last.name, resourceVersion: last.resourceVersion}
+		seen = last
+		seen.count++
 	}
 	c.seen.Add(key, seen)
 	c.mu.Unlock()
@@ -102,8 +102,12 @@ func (c *correlator) correlate(ev *corev1.Event) (*record.EventCorrelateResult, 
 func (c *correlator) updateState(ev *corev1.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seen.Add(eventKey(ev), seenEvent{count: ev.Count, firstTimestamp: ev.FirstTimestamp, name: ev.Name,
-		resourceVersion: ev.ResourceVersion})
+	c.seen.Add(eventKey(ev), seenOf(ev))
+}
+
+// seenOf is what the correlator keeps of an event.
+func seenOf(ev *corev1.Event) seenEvent {
+	return seenEvent{count: ev.Count, firstTimestamp: ev.FirstTimestamp, name: ev.Name, resourceVersion: ev.ResourceVersion}
 }
 
 // eventKey is the key client-go's correlator counts repeats by: the source, the object with the
