@@ -394,6 +394,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return fmt.Errorf("starting kube-apiserver %s and etcd %s from %s (%s): %w",
 			c.Release.Kubernetes, c.Release.Etcd, assets.Dir, assets.Source, err)
 	}
+	if err := c.keepWebhookCerts(); err != nil {
+		return err
+	}
 	// Tests and the emulated kubelet write in bursts; client-side throttling would hide the
 	// apiserver's real limits.
 	c.Config.QPS, c.Config.Burst = -1, 0
@@ -466,6 +469,22 @@ func (c *Cluster) startInProcess(ctx context.Context, opts Options) error {
 func (c *Cluster) WebhookServerOptions() webhook.Options {
 	wio := c.env.WebhookInstallOptions
 	return webhook.Options{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}
+}
+
+// keepWebhookCerts moves the webhooks' serving certificates, which controller-runtime writes to
+// a temporary directory of their own, into the cluster's directory: a run killed before Stop
+// then leaves nothing the next start does not sweep.
+func (c *Cluster) keepWebhookCerts() error {
+	wio := &c.env.WebhookInstallOptions
+	if wio.LocalServingCertDir == "" {
+		return nil
+	}
+	dir := c.work.file("webhook-certs")
+	if err := os.Rename(wio.LocalServingCertDir, dir); err != nil {
+		return fmt.Errorf("moving the webhooks' serving certificates into the cluster's directory: %w", err)
+	}
+	wio.LocalServingCertDir = dir
+	return nil
 }
 
 // ownWebhooks reports whether the options name any webhook.

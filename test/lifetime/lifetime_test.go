@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,7 +35,7 @@ func TestLifetimeChild(t *testing.T) {
 		fmt.Println("FAILED", err)
 		os.Exit(3)
 	}
-	fmt.Println("READY", c.Dir())
+	fmt.Println("READY", c.Dir(), c.WebhookServerOptions().CertDir)
 	select {} // until a signal ends the process without any cleanup of ours
 }
 
@@ -72,7 +73,14 @@ func TestControlPlaneDiesWithItsProcess(t *testing.T) {
 					t.Fatalf("no %s among the child's processes %v", name, procs)
 				}
 			}
-			dir := strings.TrimSpace(strings.TrimPrefix(line, "READY"))
+			var dir, certDir string
+			if _, err := fmt.Sscan(strings.TrimPrefix(line, "READY"), &dir, &certDir); err != nil {
+				t.Fatalf("child's READY line %q: %v", line, err)
+			}
+			// Every file of the run lives in its directory, or the sweep below cannot remove it.
+			if filepath.Dir(certDir) != dir {
+				t.Fatalf("the webhooks' certificates are in %s, outside the cluster's directory %s", certDir, dir)
+			}
 
 			if err := child.Process.Signal(sig); err != nil {
 				t.Fatal(err)
