@@ -377,6 +377,8 @@ func (l *loader) validate(sc *Scenario, doc *yaml.Node) {
 	for i := range spec.Steps {
 		l.checkStep(sc, &spec.Steps[i], yamlpath.At(steps, i), fmt.Sprintf("spec.steps[%d]", i))
 	}
+	l.checkInvariants(sc, doc)
+	l.checkTriggers(sc, doc)
 }
 
 func (l *loader) validateNodes(sc *Scenario, doc *yaml.Node) {

@@ -70,7 +70,15 @@ type observer struct {
 	wait              *waiter
 	trace             *json.Encoder
 	traceErr          error
+	// judge holds the run's invariants (nil: none); triggers are spec.triggers not fired yet.
+	judge    *judge
+	triggers []*armedTrigger
+	// recent are the last changes, one line each, for the trace around a violation.
+	recent []string
 }
+
+// recentChanges is how many changes a violation's report shows before it.
+const recentChanges = 24
 
 // historyWindow is how long a superseded version is kept for a change that arrives late; watches
 // of one apiserver lag each other by milliseconds.
@@ -179,12 +187,32 @@ func (o *observer) changed(variable, change string, obj any) {
 		o.traceErr = o.trace.Encode(traceLine{Time: o.clock.Since(o.traceStart).Seconds(), Type: change, Kind: u.GetKind(),
 			Namespace: u.GetNamespace(), Name: u.GetName(), Object: u.Object})
 	}
+	if variable != varEvents {
+		if len(o.recent) == recentChanges {
+			o.recent = slices.Delete(o.recent, 0, 1)
+		}
+		o.recent = append(o.recent, fmt.Sprintf("%7.1fs %-8s %s", o.scenarioTimeLocked().Seconds(), change, summary(u)))
+	}
+	if o.judge != nil {
+		o.judge.observe(variable, change, u, o.scenarioTimeLocked(), o.recentLocked)
+	}
 	if rv != 0 && rv < o.newest {
 		o.evaluateLocked(func() activation { return o.asOfLocked(rv) })
 	}
 	o.newest = max(o.newest, rv)
 	o.evaluateLocked(o.activationLocked)
 }
+
+// scenarioTimeLocked is the time since the first step (0 before it); o.mu is held.
+func (o *observer) scenarioTimeLocked() time.Duration {
+	if o.start.IsZero() {
+		return 0
+	}
+	return o.clock.Since(o.start)
+}
+
+// recentLocked copies the recent changes; o.mu is held.
+func (o *observer) recentLocked() []string { return slices.Clone(o.recent) }
 
 // record appends v to the object's versions and forgets what is older than historyWindow; o.mu
 // is held.
@@ -268,14 +296,26 @@ func nameOf(obj map[string]any) string {
 	return name
 }
 
-// evaluateLocked evaluates the pending waitFor against the view; o.mu is held.
+// evaluateLocked evaluates the pending waitFor, the CEL invariants and the armed triggers against
+// the view; o.mu is held.
 func (o *observer) evaluateLocked(view func() activation) {
+	var a activation
+	once := func() activation {
+		if a == nil {
+			a = view()
+		}
+		return a
+	}
+	if o.judge != nil && len(o.judge.cel) > 0 {
+		o.judge.evaluate(once(), o.scenarioTimeLocked(), o.recentLocked)
+	}
+	o.fireLocked(once)
 	w := o.wait
 	if w == nil || w.passed || w.fatal != nil {
 		return
 	}
 	w.evals++
-	ok, err := evalBool(w.prg, view())
+	ok, err := evalBool(w.prg, once())
 	if errors.Is(err, ErrCostLimit) {
 		w.fatal = err
 		close(w.done)

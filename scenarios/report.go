@@ -61,6 +61,59 @@ func (r *reporter) step(s StepResult) {
 	}
 }
 
+func (r *reporter) violation(v Violation) {
+	r.printf("BROKEN %s", v)
+	if len(v.Trace) > 0 {
+		r.printf("  the changes observed before it, oldest first:\n%s", indent(strings.Join(v.Trace, "\n")))
+	}
+}
+
+// summary is one line of an observed object: what a reader of a violation needs of it.
+func summary(u *unstructured.Unstructured) string {
+	obj := u.Object
+	name := u.GetKind() + " " + u.GetName()
+	switch u.GetKind() {
+	case "Pod":
+		phase, _, _ := unstructured.NestedString(obj, "status", "phase")
+		node, _, _ := unstructured.NestedString(obj, "spec", "nodeName")
+		parts := []string{name, orDash(phase), "node=" + orDash(node)}
+		if a, ok := u.GetAnnotations()["jobset.sigs.k8s.io/in-place-restart-attempt"]; ok {
+			parts = append(parts, "attempt="+a)
+		}
+		if u.GetDeletionTimestamp() != nil {
+			parts = append(parts, "terminating")
+		}
+		for _, field := range []string{"initContainerStatuses", "containerStatuses"} {
+			statuses, _, _ := unstructured.NestedSlice(obj, "status", field)
+			for _, s := range statuses {
+				sm, _ := s.(map[string]any)
+				parts = append(parts, fmt.Sprintf("%v=%s/%v", sm["name"], containerState(sm), sm["restartCount"]))
+			}
+		}
+		return strings.Join(parts, " ")
+	case "JobSet":
+		parts := []string{name}
+		for _, f := range []string{"restarts", "currentInPlaceRestartAttempt", "previousInPlaceRestartAttempt", "terminalState"} {
+			if v, ok, _ := unstructured.NestedFieldNoCopy(obj, "status", f); ok {
+				parts = append(parts, fmt.Sprintf("%s=%v", f, v))
+			}
+		}
+		return strings.Join(parts, " ")
+	case "Node":
+		conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+		for _, c := range conds {
+			if cm, _ := c.(map[string]any); cm["type"] == "Ready" {
+				return fmt.Sprintf("%s Ready=%v", name, cm["status"])
+			}
+		}
+	case "Event":
+		reason, _, _ := unstructured.NestedString(obj, "reason")
+		involved, _, _ := unstructured.NestedString(obj, "involvedObject", "name")
+		return fmt.Sprintf("%s %s of %s", name, reason, involved)
+	}
+	return name
+}
+
 func (r *reporter) summary(res *Result) {
 	if res.Err != nil {
 		r.printf("ERROR %v", res.Err)
@@ -78,7 +131,11 @@ func (r *reporter) summary(res *Result) {
 	if !res.Passed() {
 		verdict = "FAIL"
 	}
-	r.printf("%s %s: %d/%d steps passed, %d skipped (wall %s)", verdict, r.sc.Metadata.Name, passed, len(res.Steps), skipped, round(res.Wall))
+	broken := ""
+	if n := len(res.Violations); n > 0 {
+		broken = fmt.Sprintf(", %d invariant(s) broken", n)
+	}
+	r.printf("%s %s: %d/%d steps passed, %d skipped%s (wall %s)", verdict, r.sc.Metadata.Name, passed, len(res.Steps), skipped, broken, round(res.Wall))
 }
 
 func round(d time.Duration) time.Duration {
@@ -218,6 +275,21 @@ func WriteJUnit(w io.Writer, results []*Result) error {
 				c.Skipped = &struct{}{}
 			}
 			suite.Cases = append(suite.Cases, c)
+		}
+		for _, t := range res.Triggers {
+			for _, s := range t.Steps {
+				c := junitCase{Name: fmt.Sprintf("trigger %s: %d %s", t.Name, s.Index, oneLine(s.Title, 200)), Classname: res.Scenario.Metadata.Name, Time: s.Took.Seconds()}
+				if s.Status == Failed {
+					suite.Failures++
+					c.Failure = &junitFailure{Message: strings.SplitN(s.Failure, "\n", 2)[0], Text: s.Failure}
+				}
+				suite.Cases = append(suite.Cases, c)
+			}
+		}
+		for _, v := range res.Violations {
+			suite.Failures++
+			suite.Cases = append(suite.Cases, junitCase{Name: "invariant " + v.Invariant, Classname: res.Scenario.Metadata.Name,
+				Failure: &junitFailure{Message: v.String(), Text: v.String() + "\n" + strings.Join(v.Trace, "\n")}})
 		}
 		suite.Tests = len(suite.Cases)
 		doc.Suites = append(doc.Suites, suite)

@@ -90,16 +90,28 @@ type Result struct {
 	Wall time.Duration
 	// Captured are the values the capture steps stored, by key.
 	Captured map[string]any
+	// Violations are the invariants the run broke (spec.invariants), the first of each; the
+	// run stops at the first.
+	Violations []Violation
+	// Triggers are what became of spec.triggers, in their order.
+	Triggers []TriggerResult
 }
 
 // Passed reports whether the scenario passed.
 func (r *Result) Passed() bool {
-	if r.Err != nil {
+	if r.Err != nil || len(r.Violations) > 0 {
 		return false
 	}
 	for _, s := range r.Steps {
 		if s.Status != Passed {
 			return false
+		}
+	}
+	for _, t := range r.Triggers {
+		for _, s := range t.Steps {
+			if s.Status != Passed {
+				return false
+			}
 		}
 	}
 	return true
@@ -222,6 +234,13 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
 	r := &runner{sc: sc, cluster: cluster, obs: newObserver(cluster.Clock, opts.Trace, newRunVariables(sc, cluster.Timing, cluster.Release.Kubernetes)), rep: rep}
+	// The steps and triggers run under stepsCtx, which the first broken invariant ends.
+	stepsCtx, stopSteps := context.WithCancel(ctx)
+	defer stopSteps()
+	if j := newJudge(sc); j.active() {
+		j.onViolation = stopSteps
+		r.obs.judge = j
+	}
 	if err := r.setUp(ctx, watchCtx); err != nil {
 		res.Err = err
 		res.skipAll(0)
@@ -230,10 +249,16 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 	r.obs.mu.Lock()
 	r.obs.start = cluster.Clock.Now()
 	r.obs.mu.Unlock()
+	armCtx, disarm := context.WithCancel(stepsCtx)
+	defer disarm()
+	waitTriggers := r.runTriggers(stepsCtx, armCtx, sc.Spec.Triggers)
 	for i := range sc.Spec.Steps {
 		step := &sc.Spec.Steps[i]
 		began := cluster.Clock.Now()
-		failure := step.run(ctx, r)
+		failure := step.run(stepsCtx, r)
+		if failure != "" && stepsCtx.Err() != nil && ctx.Err() == nil {
+			failure = "interrupted: an invariant was broken"
+		}
 		sr := StepResult{Index: i + 1, Title: step.title(), Status: Passed, Took: cluster.Clock.Since(began),
 			At: cluster.Clock.Since(r.obs.start), Failure: failure}
 		if failure != "" {
@@ -241,14 +266,28 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 		}
 		res.Steps = append(res.Steps, sr)
 		rep.step(sr)
-		if sr.Status == Failed || ctx.Err() != nil {
+		if sr.Status == Failed || stepsCtx.Err() != nil {
 			res.skipAll(i + 1)
 			break
 		}
 	}
+	disarm()
+	res.Triggers = waitTriggers()
 	r.obs.mu.Lock()
 	res.Captured = r.obs.captured
+	if j := r.obs.judge; j != nil {
+		j.finish(r.obs.scenarioTimeLocked(), r.obs.recentLocked)
+		res.Violations = j.violations
+	}
 	r.obs.mu.Unlock()
+	for _, v := range res.Violations {
+		rep.violation(v)
+	}
+	for _, t := range res.Triggers {
+		if !t.Fired {
+			rep.printf("TRIGGER %s never fired", t.Name)
+		}
+	}
 	if r.obs.traceErr != nil {
 		res.Err = fmt.Errorf("writing the trace: %w", r.obs.traceErr)
 	}

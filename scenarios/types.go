@@ -71,6 +71,10 @@ type Spec struct {
 	ImageCommands bool           `yaml:"imageCommands"`
 	Objects       []ObjectSource `yaml:"objects"`
 	Steps         []Step         `yaml:"steps"`
+	// Invariants must hold on every state the run observes; the first broken ends the run.
+	Invariants []Invariant `yaml:"invariants"`
+	// Triggers run steps alongside spec.steps when an expression first holds.
+	Triggers []Trigger `yaml:"triggers"`
 }
 
 // NodePool is one entry of spec.nodes.

@@ -45,6 +45,6 @@ machines; its kubelets can also join a cluster it did not start (restartbed kube
 	}
 	root.PersistentFlags().IntVarP(&verbosity, "verbosity", "v", 0,
 		"log level of the in-process components on stderr (0: none; 2: state changes; 5: everything)")
-	root.AddCommand(newVersionCommand(), newAssetsCommand(), newDemoCommand(), newRunCommand(), newValidateCommand(), newUpCommand(), newKubeletCommand(), newSystemctlCommand(), newBenchCommand())
+	root.AddCommand(newVersionCommand(), newAssetsCommand(), newDemoCommand(), newRunCommand(), newValidateCommand(), newUpCommand(), newKubeletCommand(), newSystemctlCommand(), newBenchCommand(), newExploreCommand())
 	return root
 }

@@ -1,0 +1,124 @@
+package explore
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes the report for a reader: the schedules by verdict, then every violation with
+// its scenario file and the changes before it.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "explored %s: reference run %s; %d points, %d schedules, %d run in %.0fs\n",
+		r.Scenario, r.Reference.Verdict, len(r.Points), r.Total, len(r.Schedules), r.Seconds)
+	if r.Reference.Verdict != Held {
+		fmt.Fprintf(&b, "the reference run must hold before faults mean anything: %s\n", r.Reference.Detail)
+	}
+	counts := map[string]int{}
+	for _, s := range r.Schedules {
+		counts[s.Verdict]++
+	}
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, v := range []string{Violated, Held, Diverged, Unreached, Errored} {
+		if counts[v] > 0 {
+			fmt.Fprintf(tw, "  %s\t%d\n", v, counts[v])
+		}
+	}
+	_ = tw.Flush() // into a strings.Builder
+	for _, s := range r.sorted() {
+		if s.Verdict != Violated && s.Verdict != Errored {
+			continue
+		}
+		fmt.Fprintf(&b, "\nschedule %d: %s when %s (point %d, at %.1fs of the reference run): %s\n",
+			s.Index, s.Fault, s.Point.Description, s.Point.Index, s.Point.At, strings.ToUpper(s.Verdict))
+		for _, v := range s.Violations {
+			fmt.Fprintf(&b, "  %s\n", v)
+			for _, line := range v.Trace {
+				fmt.Fprintf(&b, "      %s\n", line)
+			}
+		}
+		if s.Verdict == Errored {
+			fmt.Fprintf(&b, "  %s\n", s.Detail)
+		}
+		if s.File != "" {
+			fmt.Fprintf(&b, "  replay: restartbed run %s (reproduced %d of %d)\n", s.File, s.Reproduced, s.Confirmed)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// sorted is the schedules by index.
+func (r *Report) sorted() []Schedule {
+	out := slices.Clone(r.Schedules)
+	slices.SortFunc(out, func(a, b Schedule) int { return a.Index - b.Index })
+	return out
+}
+
+type junitSuite struct {
+	XMLName  xml.Name    `xml:"testsuite"`
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Errors   int         `xml:"errors,attr"`
+	Skipped  int         `xml:"skipped,attr"`
+	Time     float64     `xml:"time,attr"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      float64       `xml:"time,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Error     *junitMessage `xml:"error,omitempty"`
+	Skipped   *junitMessage `xml:"skipped,omitempty"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// WriteJUnit writes the report as one JUnit test suite, a test case per schedule: a violation
+// is a failure, an error an error, an unreached point a skip.
+func (r *Report) WriteJUnit(w io.Writer) error {
+	suite := junitSuite{Name: "explore " + r.Scenario, Time: r.Seconds}
+	for _, s := range r.sorted() {
+		c := junitCase{Name: fmt.Sprintf("%d %s when %s", s.Index, s.Fault, s.Point.Description), Classname: r.Scenario, Time: s.Seconds}
+		switch s.Verdict {
+		case Violated:
+			suite.Failures++
+			var text strings.Builder
+			for _, v := range s.Violations {
+				fmt.Fprintf(&text, "%s\n%s\n", v, strings.Join(v.Trace, "\n"))
+			}
+			if s.File != "" {
+				fmt.Fprintf(&text, "replay: restartbed run %s\n", s.File)
+			}
+			c.Failure = &junitMessage{Message: s.Detail, Text: text.String()}
+		case Errored:
+			suite.Errors++
+			c.Error = &junitMessage{Message: s.Detail}
+		case Unreached:
+			suite.Skipped++
+			c.Skipped = &junitMessage{Message: "the replay never reached the point"}
+		}
+		suite.Cases = append(suite.Cases, c)
+	}
+	suite.Tests = len(suite.Cases)
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(suite); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}

@@ -1,0 +1,554 @@
+package invariants
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+)
+
+// The built-in invariants, by the names reports and docs/explore.md give them.
+const (
+	// AttemptsMonotonic: a JobSet's current and previous in-place restart attempts, and a pod's
+	// in-place-restart-attempt annotation, never go back.
+	AttemptsMonotonic = "attempts-monotonic"
+	// Barrier: a worker container starts only at its pod's attempt, and only once the JobSet's
+	// currentInPlaceRestartAttempt is that attempt: the agent lifts its barrier at the sync point
+	// and not before.
+	Barrier = "barrier"
+	// GroupRestart: after a worker fails, no worker of the JobSet starts again until every pod
+	// the JobSet had then has restarted, in place or recreated: the lost sync in-place restart
+	// exists to prevent.
+	GroupRestart = "group-restart"
+	// PodKept: an in-place restart never deletes a pod whose node is Ready; only a JobSet
+	// restart (status.restarts passing the pod's restart-attempt label) recreates it.
+	PodKept = "pod-kept"
+)
+
+// Names are the built-in invariants, in the order docs/explore.md lists them.
+var Names = []string{AttemptsMonotonic, Barrier, GroupRestart, PodKept}
+
+// Violation is one breach of an invariant.
+type Violation struct {
+	Invariant string
+	// Object is the object whose change revealed it: "Pod default/w-0-0-abcde".
+	Object string
+	// Message says what happened, with the times and attempts involved.
+	Message string
+}
+
+func (v Violation) String() string { return fmt.Sprintf("%s: %s: %s", v.Invariant, v.Object, v.Message) }
+
+// JobSetInPlace judges the built-in invariants for the JobSets whose failure policy restarts in
+// place. Feed it every change of the pods, JobSets and nodes a run observes, each kind in the
+// order its watch delivers it; it is not safe for concurrent use.
+//
+// Two judgements wait for information still on its way: the barrier compares a pod's change
+// with the JobSet as it was at that change's resourceVersion, which the JobSet's watch may
+// deliver later; the group restart compares a worker's start with the restarts of pods whose
+// kubelets have not reported yet. Both are settled when that arrives, or by Finish.
+//
+// The barrier and the group restart are judged in sidecar mode only (the agent a restartable
+// init container, the workers the pod's containers): in main-container mode the agent runs the
+// worker as its own child process, which the API does not show.
+type JobSetInPlace struct {
+	jobSets map[string]*jobSetState // namespace/name
+	pods    map[types.UID]*podState
+	ready   map[string]bool // node name → Ready condition True
+	// jobEnded are the Jobs, by namespace/name, that have failed or succeeded (or are about to).
+	jobEnded map[string]bool
+	out      []Violation
+}
+
+// NewJobSetInPlace returns a checker that has observed nothing.
+func NewJobSetInPlace() *JobSetInPlace {
+	return &JobSetInPlace{jobSets: map[string]*jobSetState{}, pods: map[types.UID]*podState{}, ready: map[string]bool{}, jobEnded: map[string]bool{}}
+}
+
+// jobSetState is what the checker keeps of one JobSet.
+type jobSetState struct {
+	inPlace, disabled bool
+	// terminal: the JobSet has failed or completed.
+	terminal bool
+	// versions are the observed states of the status, in resourceVersion order.
+	versions []jobSetVersion
+	latest   uint64
+	round    *round
+	barriers []barrierCheck
+	deletes  []deleteCheck
+}
+
+type jobSetVersion struct {
+	rv                  uint64
+	current, restarts   int32
+	previous            int32
+	hasCurrent, hasPrev bool
+}
+
+// asOf is the JobSet's status as it was at resourceVersion rv: the last version stored before it.
+func (js *jobSetState) asOf(rv uint64) (jobSetVersion, bool) {
+	i, _ := slices.BinarySearchFunc(js.versions, rv, func(v jobSetVersion, rv uint64) int {
+		if v.rv < rv {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return jobSetVersion{}, false
+	}
+	return js.versions[i-1], true
+}
+
+// round is a group restart in progress: it opens when a worker fails and closes once every pod
+// the JobSet had then has restarted.
+type round struct {
+	failure string
+	// members are the pods that must restart, by UID.
+	members map[types.UID]*member
+	// starts are the workers that started while the round was open.
+	starts []workerStart
+}
+
+type member struct {
+	name string
+	// gen is the pod's restart generation when the round opened.
+	gen       int32
+	restarted bool
+}
+
+type workerStart struct {
+	pod, container string
+	at             time.Time
+}
+
+// barrierCheck is a worker start waiting for the JobSet's state at its resourceVersion.
+type barrierCheck struct {
+	rv             uint64
+	pod, container string
+	attempt        int64
+}
+
+// deleteCheck is a deletion of a pod on a Ready node, judged at the end of the run.
+type deleteCheck struct {
+	pod, job string
+	restarts int64
+	node     string
+}
+
+// podState is what the checker keeps of one pod.
+type podState struct {
+	key, jobSet string
+	sidecar     bool
+	workers     map[string]bool
+	attempt     int64 // -1: no annotation
+	gen         int32 // the least restartCount of its containers: how often all of them restarted
+	// started and failed are, by container, the highest instance (restartCount) seen running
+	// and seen terminated.
+	started, failed map[string]int32
+	deleting        bool
+}
+
+// Observe takes one change ("ADDED", "MODIFIED" or "DELETED") of a pod, JobSet or node and
+// returns the violations it reveals. Other kinds are ignored.
+func (c *JobSetInPlace) Observe(change string, obj *unstructured.Unstructured) []Violation {
+	c.out = nil
+	switch obj.GroupVersionKind().GroupKind() {
+	case corev1.SchemeGroupVersion.WithKind("Pod").GroupKind():
+		var pod corev1.Pod
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pod) == nil {
+			c.pod(change, &pod)
+		}
+	case jobsetv1alpha2.GroupVersion.WithKind("JobSet").GroupKind():
+		var js jobsetv1alpha2.JobSet
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &js) == nil {
+			c.jobSet(change, &js)
+		}
+	case batchv1.SchemeGroupVersion.WithKind("Job").GroupKind():
+		var job batchv1.Job
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &job) == nil && change != "DELETED" {
+			c.jobEnded[job.Namespace+"/"+job.Name] = jobEnded(&job)
+		}
+	case corev1.SchemeGroupVersion.WithKind("Node").GroupKind():
+		var node corev1.Node
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &node) == nil {
+			c.ready[node.Name] = change != "DELETED" && nodeReady(&node)
+		}
+	}
+	return c.out
+}
+
+// Finish settles what waits for information that will no longer come, and returns the
+// violations that reveals: at the end of a run, every JobSet's state is as last observed.
+func (c *JobSetInPlace) Finish() []Violation {
+	c.out = nil
+	for _, key := range slices.Sorted(maps.Keys(c.jobSets)) {
+		js := c.jobSets[key]
+		c.settle(key, js, math.MaxUint64)
+		if r := js.round; r != nil && len(r.starts) > 0 {
+			for _, m := range r.members {
+				if !m.restarted {
+					s := r.starts[0]
+					c.violate(GroupRestart, "Pod "+s.pod, "worker %s started at %s after %s, and pod %s never restarted",
+						s.container, stamp(s.at), r.failure, m.name)
+				}
+			}
+		}
+	}
+	return c.out
+}
+
+func (c *JobSetInPlace) violate(invariant, object, format string, args ...any) {
+	c.out = append(c.out, Violation{Invariant: invariant, Object: object, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *JobSetInPlace) jobSet(change string, obj *jobsetv1alpha2.JobSet) {
+	key := obj.Namespace + "/" + obj.Name
+	js := c.state(key)
+	if change == "DELETED" {
+		delete(c.jobSets, key)
+		return
+	}
+	fp := obj.Spec.FailurePolicy
+	js.inPlace = fp != nil && fp.RestartStrategy == jobsetv1alpha2.InPlaceRestart
+	_, js.disabled = obj.Annotations[jobsetv1alpha2.DisableInPlaceRestartKey]
+	js.terminal = js.terminal || obj.Status.TerminalState != "" || obj.DeletionTimestamp != nil
+	rv := resourceVersion(obj.ResourceVersion)
+	v := jobSetVersion{rv: rv, restarts: obj.Status.Restarts}
+	if p := obj.Status.CurrentInPlaceRestartAttempt; p != nil {
+		v.current, v.hasCurrent = *p, true
+	}
+	if p := obj.Status.PreviousInPlaceRestartAttempt; p != nil {
+		v.previous, v.hasPrev = *p, true
+	}
+	if n := len(js.versions); n > 0 {
+		last := js.versions[n-1]
+		if last.hasCurrent && (!v.hasCurrent || v.current < last.current) {
+			c.violate(AttemptsMonotonic, "JobSet "+key, "status.currentInPlaceRestartAttempt went from %d to %s", last.current, optional(v.current, v.hasCurrent))
+		}
+		if last.hasPrev && (!v.hasPrev || v.previous < last.previous) {
+			c.violate(AttemptsMonotonic, "JobSet "+key, "status.previousInPlaceRestartAttempt went from %d to %s", last.previous, optional(v.previous, v.hasPrev))
+		}
+	}
+	if rv > js.latest {
+		js.versions = append(js.versions, v)
+		js.latest = rv
+	}
+	c.settle(key, js, js.latest)
+}
+
+func (c *JobSetInPlace) state(key string) *jobSetState {
+	js := c.jobSets[key]
+	if js == nil {
+		js = &jobSetState{}
+		c.jobSets[key] = js
+	}
+	return js
+}
+
+// settle judges the barrier and deletion checks whose resourceVersion the JobSet's watch has
+// reached (upTo).
+func (c *JobSetInPlace) settle(key string, js *jobSetState, upTo uint64) {
+	keep := js.barriers[:0]
+	for _, b := range js.barriers {
+		if b.rv > upTo {
+			keep = append(keep, b)
+			continue
+		}
+		v, ok := js.asOf(b.rv)
+		switch {
+		case !ok || !v.hasCurrent:
+			c.violate(Barrier, "Pod "+b.pod, "worker %s started at attempt %d before JobSet %s had a current attempt", b.container, b.attempt, key)
+		case int64(v.current) != b.attempt:
+			c.violate(Barrier, "Pod "+b.pod, "worker %s started at attempt %d while JobSet %s was at attempt %d", b.container, b.attempt, key, v.current)
+		}
+	}
+	js.barriers = keep
+	if upTo != math.MaxUint64 {
+		return
+	}
+	// A deletion is judged on how things ended: the Job that ends (fails by its pod failure
+	// policy, succeeds) and the JobSet that restarts or finishes delete pods for reasons of
+	// their own, and the watches tell of those after the deletion as often as before.
+	for _, d := range js.deletes {
+		if c.jobEnded[d.job] || js.terminal {
+			continue
+		}
+		if n := len(js.versions); n == 0 || int64(js.versions[n-1].restarts) <= d.restarts {
+			c.violate(PodKept, "Pod "+d.pod, "deleted while its node %s was Ready, though its Job %s did not end and JobSet %s neither restarted nor finished (the pod's restart-attempt %d)",
+				d.node, d.job, key, d.restarts)
+		}
+	}
+	js.deletes = nil
+}
+
+func (c *JobSetInPlace) pod(change string, pod *corev1.Pod) {
+	name := pod.Labels[jobsetv1alpha2.JobSetNameKey]
+	if name == "" {
+		return
+	}
+	jsKey := pod.Namespace + "/" + name
+	js := c.state(jsKey)
+	p := c.pods[pod.UID]
+	if p == nil {
+		p = newPodState(pod, jsKey)
+		c.pods[pod.UID] = p
+	}
+	rv := resourceVersion(pod.ResourceVersion)
+	if change == "DELETED" || pod.DeletionTimestamp != nil {
+		c.deleted(js, p, pod, rv, change == "DELETED")
+		if change == "DELETED" {
+			delete(c.pods, pod.UID)
+		}
+		return
+	}
+	c.attempt(p, pod)
+	if !js.inPlace || !p.sidecar {
+		p.gen = generation(pod)
+		return
+	}
+	failure := c.failures(p, pod)
+	if failure != "" && js.round == nil {
+		js.round = c.openRound(jsKey, failure)
+	}
+	if gen := generation(pod); gen > p.gen {
+		p.gen = gen
+		c.restarted(js, pod, gen)
+	}
+	for _, s := range c.starts(p, pod) {
+		if js.round != nil {
+			js.round.starts = append(js.round.starts, s)
+		}
+		if !js.disabled {
+			js.barriers = append(js.barriers, barrierCheck{rv: rv, pod: p.key, container: s.container, attempt: p.attempt})
+		}
+	}
+	c.settle(jsKey, js, js.latest)
+}
+
+func newPodState(pod *corev1.Pod, jsKey string) *podState {
+	p := &podState{key: pod.Namespace + "/" + pod.Name, jobSet: jsKey, attempt: -1, workers: map[string]bool{},
+		started: map[string]int32{}, failed: map[string]int32{}, gen: generation(pod)}
+	for _, ic := range pod.Spec.InitContainers {
+		if ic.RestartPolicy != nil && *ic.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			p.sidecar = true
+		}
+	}
+	for _, ct := range pod.Spec.Containers {
+		p.workers[ct.Name] = true
+	}
+	// What the pod shows when first observed is its starting point, not news.
+	for _, st := range pod.Status.ContainerStatuses {
+		if st.State.Running != nil {
+			p.started[st.Name] = st.RestartCount
+		} else {
+			p.started[st.Name] = st.RestartCount - 1
+		}
+		p.failed[st.Name] = st.RestartCount - 1
+		if st.State.Terminated != nil {
+			p.failed[st.Name] = st.RestartCount
+		}
+	}
+	return p
+}
+
+// attempt checks that the pod's attempt annotation does not go back, and keeps it.
+func (c *JobSetInPlace) attempt(p *podState, pod *corev1.Pod) {
+	v, ok := pod.Annotations[jobsetv1alpha2.InPlaceRestartAttemptKey]
+	if !ok {
+		return
+	}
+	a, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return // the controller's concern: it refuses such a value
+	}
+	if a < p.attempt {
+		c.violate(AttemptsMonotonic, "Pod "+p.key, "annotation %s went from %d to %d", jobsetv1alpha2.InPlaceRestartAttemptKey, p.attempt, a)
+	}
+	p.attempt = a
+}
+
+// failures returns the first worker failure the pod's change shows that earlier changes did not:
+// a worker container that ended with a non-zero exit code.
+func (c *JobSetInPlace) failures(p *podState, pod *corev1.Pod) string {
+	var first string
+	for _, st := range pod.Status.ContainerStatuses {
+		if !p.workers[st.Name] {
+			continue
+		}
+		term, instance := st.LastTerminationState.Terminated, st.RestartCount-1
+		if st.State.Terminated != nil {
+			term, instance = st.State.Terminated, st.RestartCount
+		}
+		if seen, ok := p.failed[st.Name]; term == nil || (ok && instance <= seen) {
+			continue
+		}
+		p.failed[st.Name] = instance
+		if term.ExitCode != 0 && first == "" {
+			first = fmt.Sprintf("worker %s of pod %s exited with code %d at %s", st.Name, p.key, term.ExitCode, stamp(term.FinishedAt.Time))
+		}
+	}
+	return first
+}
+
+// openRound starts a group restart: every pod of the JobSet, as it was before this change, must
+// restart.
+func (c *JobSetInPlace) openRound(jsKey, failure string) *round {
+	r := &round{failure: failure, members: map[types.UID]*member{}}
+	for uid, p := range c.pods {
+		if p.jobSet == jsKey && !p.deleting {
+			r.members[uid] = &member{name: p.key, gen: p.gen}
+		}
+	}
+	return r
+}
+
+// restarted records that the pod's containers all restarted, at the time its previous
+// containers ended, and judges the workers that started before that.
+func (c *JobSetInPlace) restarted(js *jobSetState, pod *corev1.Pod, gen int32) {
+	r := js.round
+	if r == nil {
+		return
+	}
+	m := r.members[pod.UID]
+	if m == nil || m.restarted || gen <= m.gen {
+		return
+	}
+	m.restarted = true
+	var at time.Time
+	for _, st := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if t := st.LastTerminationState.Terminated; t != nil && t.FinishedAt.After(at) {
+			at = t.FinishedAt.Time
+		}
+	}
+	c.restartedAt(js, m.name, at)
+}
+
+// restartedAt judges the round's worker starts against a member's restart at at, and closes the
+// round once every member has restarted.
+func (c *JobSetInPlace) restartedAt(js *jobSetState, name string, at time.Time) {
+	r := js.round
+	for _, s := range r.starts {
+		// The kubelet's timestamps are whole seconds: within the same second is not a breach.
+		if !at.IsZero() && at.Truncate(time.Second).After(s.at.Truncate(time.Second)) {
+			c.violate(GroupRestart, "Pod "+s.pod, "worker %s started at %s after %s, before pod %s restarted (at %s)",
+				s.container, stamp(s.at), r.failure, name, stamp(at))
+		}
+	}
+	for _, m := range r.members {
+		if !m.restarted {
+			return
+		}
+	}
+	js.round = nil
+}
+
+// starts returns the workers the change shows running in an instance not seen running before.
+func (c *JobSetInPlace) starts(p *podState, pod *corev1.Pod) []workerStart {
+	var out []workerStart
+	for _, st := range pod.Status.ContainerStatuses {
+		if !p.workers[st.Name] || st.State.Running == nil {
+			continue
+		}
+		if seen, ok := p.started[st.Name]; ok && st.RestartCount <= seen {
+			continue
+		}
+		p.started[st.Name] = st.RestartCount
+		out = append(out, workerStart{pod: p.key, container: st.Name, at: st.State.Running.StartedAt.Time})
+	}
+	return out
+}
+
+// deleted handles a pod going away: it counts as restarted for a round, and its deletion is
+// judged against the JobSet's restarts.
+func (c *JobSetInPlace) deleted(js *jobSetState, p *podState, pod *corev1.Pod, rv uint64, gone bool) {
+	if !p.deleting {
+		p.deleting = true
+		phase := pod.Status.Phase
+		if js.inPlace && pod.Spec.NodeName != "" && c.ready[pod.Spec.NodeName] && phase != corev1.PodFailed && phase != corev1.PodSucceeded {
+			restarts, _ := strconv.ParseInt(pod.Labels[jobsetv1alpha2.RestartsKey], 10, 64)
+			js.deletes = append(js.deletes, deleteCheck{pod: p.key, job: pod.Namespace + "/" + pod.Labels[batchv1.JobNameLabel], restarts: restarts, node: pod.Spec.NodeName})
+		}
+	}
+	if r := js.round; r != nil {
+		if m := r.members[pod.UID]; m != nil && !m.restarted {
+			m.restarted = true
+			var at time.Time
+			if pod.DeletionTimestamp != nil {
+				at = pod.DeletionTimestamp.Time
+			}
+			c.restartedAt(js, m.name, at)
+		}
+	}
+	if !gone {
+		c.settle(p.jobSet, js, js.latest)
+	}
+}
+
+// generation is how often all of the pod's containers have restarted: the least restartCount.
+func generation(pod *corev1.Pod) int32 {
+	var gen int32 = math.MaxInt32
+	n := 0
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, st := range list {
+			gen = min(gen, st.RestartCount)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return gen
+}
+
+// jobEnded reports whether the Job has failed or succeeded, or is about to (FailureTarget,
+// SuccessCriteriaMet): its controller then deletes its running pods.
+func jobEnded(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		switch c.Type {
+		case batchv1.JobFailed, batchv1.JobComplete, batchv1.JobFailureTarget, batchv1.JobSuccessCriteriaMet:
+			if c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// resourceVersion reads a storage revision; a value that is not one reads as 0.
+func resourceVersion(s string) uint64 {
+	rv, _ := strconv.ParseUint(s, 10, 64)
+	return rv
+}
+
+func optional(v int32, ok bool) string {
+	if !ok {
+		return "unset"
+	}
+	return strconv.Itoa(int(v))
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "an unknown time"
+	}
+	return t.UTC().Format(time.TimeOnly)
+}

@@ -1,0 +1,122 @@
+// Package explore runs `restartbed explore`'s engine on a steady JobSet with restartbed's agent
+// and with a deliberately broken one, to show that the built-in invariants catch the broken
+// agent, stay quiet for the correct one, and that the scenario written for the violation
+// replays it.
+package explore
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/restartbed/restartbed/agent"
+	"github.com/restartbed/restartbed/builtins"
+	"github.com/restartbed/restartbed/envtest"
+	"github.com/restartbed/restartbed/explore"
+	"github.com/restartbed/restartbed/fakekubelet/program"
+	"github.com/restartbed/restartbed/fakekubelet/shell"
+	"github.com/restartbed/restartbed/invariants"
+	"github.com/restartbed/restartbed/scenarios"
+)
+
+// forgetfulAgent is JobSet's agent with a bug: once its pod has restarted in place it forgets
+// the protocol. It reports its barrier down at once and never records the pod's new attempt, so
+// its worker runs again while the rest of the group goes on with the old attempt: the lost sync
+// that in-place restart exists to prevent.
+func forgetfulAgent() program.Program {
+	var mu sync.Mutex
+	starts := map[types.UID]int{}
+	correct := builtins.AgentProgram(builtins.AgentOptions{})
+	return program.Func(func(ctx context.Context, c *program.Container) int {
+		mu.Lock()
+		starts[c.Pod.UID]++
+		restarted := starts[c.Pod.UID] > 1
+		mu.Unlock()
+		if !restarted {
+			return correct.Run(ctx, c)
+		}
+		cfg, err := agent.ConfigFromEnv(c.LookupEnv, c.FS.ReadFile)
+		if err != nil {
+			return 1
+		}
+		c.Serve(cfg.ProbePort, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+		<-ctx.Done()
+		return shell.ExitTerminated
+	})
+}
+
+// exploreSteady explores testdata/steady.yaml with one fault, a worker's crash once the group
+// runs, under the given agent.
+func exploreSteady(t *testing.T, agentProgram program.Program) *explore.Report {
+	t.Helper()
+	out := t.TempDir()
+	rep, err := explore.Explore(context.Background(), "testdata/steady.yaml", explore.Options{
+		Faults: []string{"exit-worker"},
+		// One point: the first worker of the first Job is running, at the first attempt.
+		PointFilter: func(p explore.Point) bool {
+			return p.Description == "container worker of pod story1-workers-0-0 is running (restart 0)"
+		},
+		OutDir: out, Confirm: 1,
+		Run: scenarios.RunOptions{Configure: func(o *envtest.Options) {
+			o.Builtins = program.Builtins{builtins.Agent: agentProgram}
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reference.Verdict != explore.Held {
+		t.Fatalf("the reference run did not hold: %s: %s", rep.Reference.Verdict, rep.Reference.Detail)
+	}
+	if len(rep.Schedules) != 1 {
+		var b strings.Builder
+		for _, p := range rep.Points {
+			b.WriteString("\n  " + p.Description)
+		}
+		t.Fatalf("want 1 schedule, got %d; the points:%s", len(rep.Schedules), b.String())
+	}
+	return rep
+}
+
+// The correct agent recovers from the crash with every invariant kept.
+func TestCorrectAgentHolds(t *testing.T) {
+	t.Parallel()
+	rep := exploreSteady(t, builtins.AgentProgram(builtins.AgentOptions{}))
+	if s := rep.Schedules[0]; s.Verdict != explore.Held {
+		t.Fatalf("schedule %s: %s", s.Verdict, s.Detail)
+	}
+}
+
+// The broken agent's worker runs again while the rest of its group never restarts: the
+// group-restart invariant catches it, the scenario written for it is valid, and replaying it
+// breaks the same invariant.
+func TestForgetfulAgentIsCaught(t *testing.T) {
+	t.Parallel()
+	rep := exploreSteady(t, forgetfulAgent())
+	s := rep.Schedules[0]
+	if s.Verdict != explore.Violated {
+		t.Fatalf("schedule %s (%s): the broken agent was not caught", s.Verdict, s.Detail)
+	}
+	got := []string{}
+	for _, v := range s.Violations {
+		got = append(got, v.Invariant)
+	}
+	if !slices.Contains(got, invariants.GroupRestart) {
+		t.Errorf("broken invariants %v, want %s among them", got, invariants.GroupRestart)
+	}
+	if s.File == "" {
+		t.Fatal("no scenario file was written for the violation")
+	}
+	if _, err := scenarios.Load(s.File); err != nil {
+		t.Fatalf("the written scenario does not load: %v", err)
+	}
+	if s.Reproduced != s.Confirmed || s.Confirmed != 1 {
+		data, _ := os.ReadFile(s.File)
+		t.Errorf("the written scenario reproduced the violation %d of %d times:\n%s", s.Reproduced, s.Confirmed, data)
+	}
+}
