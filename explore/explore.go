@@ -121,7 +121,9 @@ func Explore(ctx context.Context, file string, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	// The budget is wall time: the replays' components run on the real clock too.
+	clk := clock.RealClock{}
+	start := clk.Now()
 	rep := &Report{Scenario: file, Faults: FaultNames()}
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {
@@ -137,7 +139,7 @@ func Explore(ctx context.Context, file string, opts Options) (*Report, error) {
 	rep.Reference = replay(ctx, ref, opts.Run, &trace)
 	progress("reference run: %s (%.0fs)%s", rep.Reference.Verdict, rep.Reference.Seconds, suffix(rep.Reference.Detail))
 	if rep.Reference.Verdict != Held {
-		rep.Seconds = time.Since(start).Seconds()
+		rep.Seconds = clk.Since(start).Seconds()
 		return rep, nil
 	}
 	if rep.Points, err = pointsOf(&trace); err != nil {
@@ -178,7 +180,7 @@ func Explore(ctx context.Context, file string, opts Options) (*Report, error) {
 	take := func() (Schedule, bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		if next >= len(mine) || ctx.Err() != nil || (opts.Budget > 0 && time.Since(start) > opts.Budget) ||
+		if next >= len(mine) || ctx.Err() != nil || (opts.Budget > 0 && clk.Since(start) > opts.Budget) ||
 			(opts.MaxSchedules > 0 && next >= opts.MaxSchedules) {
 			return Schedule{}, false
 		}
@@ -203,7 +205,7 @@ func Explore(ctx context.Context, file string, opts Options) (*Report, error) {
 		})
 	}
 	wg.Wait()
-	rep.Seconds = time.Since(start).Seconds()
+	rep.Seconds = clk.Since(start).Seconds()
 	return rep, ctx.Err()
 }
 
@@ -240,7 +242,8 @@ func runSchedule(ctx context.Context, src *source, s Schedule, fallback *PodTarg
 	if s.Verdict != Violated || opts.OutDir == "" {
 		return s
 	}
-	if err := os.MkdirAll(opts.OutDir, 0o755); err == nil {
+	err = os.MkdirAll(opts.OutDir, 0o755)
+	if err == nil {
 		err = os.WriteFile(path, data.bytes, 0o644)
 	}
 	if err != nil {

@@ -47,7 +47,9 @@ type Violation struct {
 	Message string
 }
 
-func (v Violation) String() string { return fmt.Sprintf("%s: %s: %s", v.Invariant, v.Object, v.Message) }
+func (v Violation) String() string {
+	return fmt.Sprintf("%s: %s: %s", v.Invariant, v.Object, v.Message)
+}
 
 // JobSetInPlace judges the built-in invariants for the JobSets whose failure policy restarts in
 // place. Feed it every change of the pods, JobSets and nodes a run observes, each kind in the

@@ -131,6 +131,14 @@ func TestMalformedScenarios(t *testing.T) {
 		{"no kubelet processes", "", "s.yaml:17: spec.kubelets.processes: must be at least 1, got 0"},
 		{"an unknown component", "", "s.yaml:45: spec.steps[5].killComponent.component: component \"apiserver\": give one of etcd, kube-apiserver, kube-controller-manager, kube-scheduler"},
 		{"a component step without its component", "", "s.yaml:44: spec.steps[5].startComponent: component \"\": give one of etcd, "},
+		{"an unknown builtin", "  invariants:\n  - builtin: jobset\n", "s.yaml:45: spec.invariants[0].builtin: unknown built-in invariants \"jobset\": the one set is jobset-in-place"},
+		{"an invariant without always", "  invariants:\n  - name: x\n", "s.yaml:45: spec.invariants[0]: an invariant needs a name and an always expression"},
+		{"an invariant that is not a boolean", "  invariants:\n  - name: x\n    always: pods.size()\n", "s.yaml:46: spec.invariants[0].always: CEL must be a boolean"},
+		{"an invariant given twice", "  invariants:\n  - builtin: jobset-in-place\n  - builtin: jobset-in-place\n", "s.yaml:46: spec.invariants[1]: invariant \"jobset-in-place\" is given twice"},
+		{"a trigger that waits", "  triggers:\n  - name: t\n    when: 'true'\n    steps:\n    - waitFor: 'true'\n", "s.yaml:48: spec.triggers[0].steps[0].waitFor: a trigger's steps cannot waitFor"},
+		{"a trigger without when", "  triggers:\n  - name: t\n    steps:\n    - sleep: 1s\n", "s.yaml:45: spec.triggers[0].when: required"},
+		{"a trigger step on an unknown node", "  triggers:\n  - name: t\n    when: 'true'\n    steps:\n    - failNode: {node: gpu-0}\n", "s.yaml:48: spec.triggers[0].steps[0].failNode.node: no node \"gpu-0\""},
+		{"an unknown field in a trigger", "  triggers:\n  - name: t\n    wen: 'true'\n", "s.yaml:46: spec.triggers[0].wen: unknown field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -169,6 +177,9 @@ func TestMalformedScenarios(t *testing.T) {
 				content = valid + "  - killComponent:\n      component: apiserver\n"
 			case "a component step without its component":
 				content = valid + "  - startComponent: {}\n"
+			case "an unknown builtin", "an invariant without always", "an invariant that is not a boolean", "an invariant given twice",
+				"a trigger that waits", "a trigger without when", "a trigger step on an unknown node", "an unknown field in a trigger":
+				content = valid + tc.edit
 			case "delete by pod and by name":
 				content = valid + "  - delete: {kind: Pod, name: a, pod: {name: a}}\n"
 			case "delete by a bad pod reference":

@@ -1,0 +1,137 @@
+package invariants
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	jobsetv1alpha2 "github.com/restartbed/restartbed/api/v1alpha2"
+)
+
+// history builds the objects of one JobSet in sidecar mode, with resourceVersions in the order
+// the changes are made, as the apiserver stores them.
+type history struct {
+	rv   int
+	base time.Time
+}
+
+func (h *history) next() string { h.rv++; return strconv.Itoa(h.rv) }
+
+func (h *history) jobSet(current, previous *int32) *unstructured.Unstructured {
+	js := &jobsetv1alpha2.JobSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js", ResourceVersion: h.next()},
+		Spec:       jobsetv1alpha2.JobSetSpec{FailurePolicy: &jobsetv1alpha2.FailurePolicy{RestartStrategy: jobsetv1alpha2.InPlaceRestart}},
+		Status:     jobsetv1alpha2.JobSetStatus{CurrentInPlaceRestartAttempt: current, PreviousInPlaceRestartAttempt: previous},
+	}
+	return toUnstructured(js)
+}
+
+// pod is pod i at an attempt; its agent and worker have restarted restarts times, the worker
+// running since second started (or terminated with code exit at second started when exit >= 0).
+func (h *history) pod(i, attempt int, restarts int32, started int, exit int32) *unstructured.Unstructured {
+	at := metav1.NewTime(h.base.Add(time.Duration(started) * time.Second))
+	worker := corev1.ContainerStatus{Name: "worker", RestartCount: restarts, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}}
+	if exit >= 0 {
+		worker.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, FinishedAt: at}}
+	}
+	if restarts > 0 {
+		worker.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.NewTime(at.Add(-time.Second))}}
+	}
+	p := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p" + strconv.Itoa(i), UID: types.UID("uid-" + strconv.Itoa(i)), ResourceVersion: h.next(),
+			Labels:      map[string]string{jobsetv1alpha2.JobSetNameKey: "js"},
+			Annotations: map[string]string{jobsetv1alpha2.InPlaceRestartAttemptKey: strconv.Itoa(attempt)}},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "agent", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}},
+			Containers:     []corev1.Container{{Name: "worker"}},
+		},
+		Status: corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "agent", RestartCount: restarts, LastTerminationState: worker.LastTerminationState}},
+			ContainerStatuses:     []corev1.ContainerStatus{worker},
+		},
+	}
+	return toUnstructured(p)
+}
+
+func toUnstructured(obj any) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		panic(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func invariantsOf(vs []Violation) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Invariant)
+	}
+	return out
+}
+
+// run feeds the changes, then finishes, and returns the broken invariants in order.
+func run(changes ...*unstructured.Unstructured) []string {
+	c := NewJobSetInPlace()
+	var got []string
+	for _, u := range changes {
+		got = append(got, invariantsOf(c.Observe("MODIFIED", u))...)
+	}
+	return append(got, invariantsOf(c.Finish())...)
+}
+
+func TestJobSetInPlace(t *testing.T) {
+	zero, one := ptr.To[int32](0), ptr.To[int32](1)
+	for _, tc := range []struct {
+		name    string
+		changes func(h *history) []*unstructured.Unstructured
+		want    []string
+	}{
+		{"a group restart as the protocol makes it", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSet(zero, nil), h.pod(0, 0, 0, 0, -1), h.pod(1, 0, 0, 0, -1),
+				h.pod(0, 0, 0, 5, 3),                       // pod 0's worker fails
+				h.pod(0, 1, 1, 6, 0), h.jobSet(zero, zero), // it restarts; the controller desyncs
+				h.pod(1, 1, 1, 7, 0), h.jobSet(one, zero), // pod 1 restarts; the sync point
+				h.pod(0, 1, 1, 8, -1), h.pod(1, 1, 1, 8, -1), // both workers run at attempt 1
+			}
+		}, nil},
+		{"a worker runs before the JobSet reached its attempt", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSet(zero, nil), h.pod(0, 0, 0, 0, -1), h.pod(1, 0, 0, 0, -1),
+				h.pod(0, 0, 0, 5, 3), h.pod(0, 1, 1, 6, 0),
+				h.pod(0, 1, 1, 6, -1),                      // pod 0's worker runs at attempt 1, current still 0
+				h.pod(1, 1, 1, 10, 0), h.jobSet(one, zero), // pod 1 restarts (at 9) after it
+			}
+		}, []string{Barrier, GroupRestart}},
+		{"a worker runs again while another pod never restarts", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSet(zero, nil), h.pod(0, 0, 0, 0, -1), h.pod(1, 0, 0, 0, -1),
+				h.pod(0, 0, 0, 5, 3), h.pod(0, 0, 1, 6, -1),
+			}
+		}, []string{GroupRestart}},
+		{"an attempt goes back", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{h.jobSet(one, zero), h.jobSet(zero, zero)}
+		}, []string{AttemptsMonotonic}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &history{base: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+			got := run(tc.changes(h)...)
+			slices.Sort(got)
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("broken %v, want %v", got, want)
+			}
+		})
+	}
+}
