@@ -186,6 +186,9 @@ type Cluster struct {
 	// controllerManager: kube-controller-manager runs, so namespaces get service accounts.
 	controllerManager bool
 	jobSet            *runningManager
+	// jobSetLogger is the JobSet controller's logger, kept to start it again; nil when the
+	// cluster runs no JobSet controller.
+	jobSetLogger *logr.Logger
 	kueue             *runningManager
 	storage           *runningManager
 	// kubeletAPI is the way from the apiserver to the kubelets' API (with nodes only).
@@ -452,6 +455,7 @@ func (c *Cluster) startInProcess(ctx context.Context, opts Options) error {
 		if opts.Logger != nil {
 			logger = *opts.Logger
 		}
+		c.jobSetLogger = &logger
 		if err := c.startJobSet(ctx, logger); err != nil {
 			return err
 		}
@@ -502,8 +506,13 @@ func (c *Cluster) Dir() string {
 	return c.work.path
 }
 
-// JobSetRunning reports whether restartbed's JobSet controller and webhook run (Options.JobSet).
-func (c *Cluster) JobSetRunning() bool { return c.jobSet != nil }
+// JobSetRunning reports whether restartbed's JobSet controller and webhook run (Options.JobSet,
+// and not killed by KillComponent).
+func (c *Cluster) JobSetRunning() bool {
+	c.componentsMu.Lock()
+	defer c.componentsMu.Unlock()
+	return c.jobSet != nil
+}
 
 // Stop stops the controllers, then the apiserver and etcd, and removes their files. It is safe
 // to call more than once; later calls return the first result.
@@ -522,10 +531,10 @@ func (c *Cluster) Stop() error {
 		for _, comp := range slices.Backward(c.components) {
 			errs = append(errs, comp.stop())
 		}
-		c.componentsMu.Unlock()
-		if c.jobSet != nil {
+		if c.jobSet != nil { // nil while KillComponent has it down
 			errs = append(errs, c.jobSet.stop())
 		}
+		c.componentsMu.Unlock()
 		if c.kueue != nil {
 			errs = append(errs, c.kueue.stop())
 		}

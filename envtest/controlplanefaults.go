@@ -17,9 +17,14 @@ import (
 	"github.com/restartbed/restartbed/internal/procfs"
 )
 
-// ComponentNames are the control plane's processes a fault can kill and start again
-// (KillComponent): the binaries' names.
-var ComponentNames = controlplane.Binaries
+// JobSetController names restartbed's JobSet controller and webhook (Options.JobSet) among the
+// components: it runs in this process, so killing it stops its manager at once, as a
+// controller's pod that is killed loses its in-flight work and its webhook.
+const JobSetController = "jobset-controller"
+
+// ComponentNames are the components a fault can kill and start again (KillComponent): the
+// control plane's binaries' names, and JobSetController.
+var ComponentNames = append(slices.Clip(controlplane.Binaries), JobSetController)
 
 // KillComponent kills one of the control plane's processes at once (SIGKILL), as a machine that
 // loses power kills it: name is etcd, kube-apiserver, kube-controller-manager or
@@ -32,6 +37,19 @@ func (c *Cluster) KillComponent(name string) error {
 	c.componentsMu.Lock()
 	defer c.componentsMu.Unlock()
 	switch name {
+	case JobSetController:
+		if c.jobSetLogger == nil {
+			return fmt.Errorf("%s: restartbed's JobSet controller does not run in this cluster (Options.JobSet)", name)
+		}
+		if c.jobSet == nil {
+			return fmt.Errorf("%s is down already; StartComponent starts it", name)
+		}
+		err := c.jobSet.stop()
+		c.jobSet = nil
+		if err != nil {
+			return fmt.Errorf("stopping %s: %w", name, err)
+		}
+		return nil
 	case controlplane.EtcdBinary, controlplane.KubeAPIServerBinary:
 		if c.launcher == nil {
 			return fmt.Errorf("%s: this cluster's control plane is not restartbed's (an existing cluster's)", name)
@@ -75,6 +93,15 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 	c.componentsMu.Lock()
 	defer c.componentsMu.Unlock()
 	switch name {
+	case JobSetController:
+		if c.jobSetLogger == nil {
+			return fmt.Errorf("%s: restartbed's JobSet controller does not run in this cluster (Options.JobSet)", name)
+		}
+		if c.jobSet != nil {
+			return fmt.Errorf("%s runs; KillComponent kills it", name)
+		}
+		// It runs until the cluster stops, not until the caller's ctx ends.
+		return c.startJobSet(context.WithoutCancel(ctx), *c.jobSetLogger)
 	case controlplane.EtcdBinary, controlplane.KubeAPIServerBinary:
 		if !c.downComponents[name] {
 			return fmt.Errorf("%s runs; KillComponent kills it", name)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/restartbed/restartbed/envtest"
 )
 
 // Fault is one kind of fault explore injects at a point.
@@ -47,6 +49,13 @@ var Faults = []Fault{
 			node := map[string]any{"nodeOf": podRef(t)}
 			return []map[string]any{{"failNode": node}, {"sleep": partitionFor.String()}, {"recoverNode": node}}
 		}},
+	{Name: "lose-node", Does: "the point's pod's node is cut off for good: NotReady, tainted, its pods evicted after their tolerations",
+		steps: func(t *PodTarget) []map[string]any {
+			if t == nil {
+				return nil
+			}
+			return []map[string]any{{"failNode": map[string]any{"nodeOf": podRef(t)}}}
+		}},
 	{Name: "restart-kubelet", Does: "the point's pod's kubelet restarts, its containers kept (the kubelet's restart path)",
 		steps: func(t *PodTarget) []map[string]any {
 			if t == nil {
@@ -56,10 +65,12 @@ var Faults = []Fault{
 		}},
 }
 
-// componentFaults kill one control-plane process and start it again with its data kept.
+// The component faults kill one control-plane process, or restartbed's JobSet controller, and
+// start it again with its data kept.
 func init() {
 	for _, c := range []struct{ name, short string }{
 		{"kube-apiserver", "apiserver"}, {"etcd", "etcd"}, {"kube-controller-manager", "controller-manager"}, {"kube-scheduler", "scheduler"},
+		{envtest.JobSetController, "jobset-controller"},
 	} {
 		Faults = append(Faults, Fault{Name: "restart-" + c.short,
 			Does: fmt.Sprintf("%s is killed (SIGKILL) and started again %s later, its data kept", c.name, downFor),

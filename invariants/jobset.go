@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -33,10 +34,13 @@ const (
 	// PodKept: an in-place restart never deletes a pod whose node is Ready; only a JobSet
 	// restart (status.restarts passing the pod's restart-attempt label) recreates it.
 	PodKept = "pod-kept"
+	// Recovers: once the faults are over, every JobSet runs again, each worker at the JobSet's
+	// attempt, or has finished (Unsettled says what is not there yet).
+	Recovers = "recovers"
 )
 
 // Names are the built-in invariants, in the order docs/explore.md lists them.
-var Names = []string{AttemptsMonotonic, Barrier, GroupRestart, PodKept}
+var Names = []string{AttemptsMonotonic, Barrier, GroupRestart, PodKept, Recovers}
 
 // Violation is one breach of an invariant.
 type Violation struct {
@@ -157,7 +161,11 @@ type podState struct {
 	// started and failed are, by container, the highest instance (restartCount) seen running
 	// and seen terminated.
 	started, failed map[string]int32
-	deleting        bool
+	// running are the workers running as last observed.
+	running map[string]bool
+	// agentEnded: a sidecar of the pod's current generation has been seen terminated.
+	agentEnded bool
+	deleting   bool
 }
 
 // Observe takes one change ("ADDED", "MODIFIED" or "DELETED") of a pod, JobSet or node and
@@ -207,6 +215,41 @@ func (c *JobSetInPlace) Finish() []Violation {
 		}
 	}
 	return c.out
+}
+
+// Unsettled says what keeps the in-place JobSets from running as they should with no fault
+// about: a group restart still open, a worker not running, a pod at another attempt than its
+// JobSet. It is "" when every such JobSet runs that way or has finished.
+func (c *JobSetInPlace) Unsettled() string {
+	for _, key := range slices.Sorted(maps.Keys(c.jobSets)) {
+		js := c.jobSets[key]
+		if !js.inPlace || js.terminal || len(js.versions) == 0 {
+			continue
+		}
+		if js.round != nil {
+			return fmt.Sprintf("JobSet %s: the group restart after %s has not finished", key, js.round.failure)
+		}
+		v := js.versions[len(js.versions)-1]
+		pods := 0
+		for _, p := range c.pods {
+			if p.jobSet != key || p.deleting {
+				continue
+			}
+			pods++
+			for _, w := range slices.Sorted(maps.Keys(p.workers)) {
+				if !p.running[w] {
+					return fmt.Sprintf("JobSet %s: worker %s of pod %s is not running", key, w, p.key)
+				}
+			}
+			if p.sidecar && !js.disabled && (!v.hasCurrent || p.attempt != int64(v.current)) {
+				return fmt.Sprintf("JobSet %s: pod %s is at attempt %d, the JobSet at %s", key, p.key, p.attempt, optional(v.current, v.hasCurrent))
+			}
+		}
+		if pods == 0 {
+			return fmt.Sprintf("JobSet %s has no pod", key)
+		}
+	}
+	return ""
 }
 
 func (c *JobSetInPlace) violate(invariant, object, format string, args ...any) {
@@ -306,14 +349,17 @@ func (c *JobSetInPlace) pod(change string, pod *corev1.Pod) {
 		c.pods[pod.UID] = p
 	}
 	rv := resourceVersion(pod.ResourceVersion)
-	if change == "DELETED" || pod.DeletionTimestamp != nil {
-		c.deleted(js, p, pod, rv, change == "DELETED")
+	if change == "DELETED" || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		c.deleted(js, p, pod, change == "DELETED")
 		if change == "DELETED" {
 			delete(c.pods, pod.UID)
 		}
 		return
 	}
 	c.attempt(p, pod)
+	for _, st := range pod.Status.ContainerStatuses {
+		p.running[st.Name] = st.State.Running != nil
+	}
 	if !js.inPlace || !p.sidecar {
 		p.gen = generation(pod)
 		return
@@ -323,7 +369,7 @@ func (c *JobSetInPlace) pod(change string, pod *corev1.Pod) {
 		js.round = c.openRound(jsKey, failure)
 	}
 	if gen := generation(pod); gen > p.gen {
-		p.gen = gen
+		p.gen, p.agentEnded = gen, false
 		c.restarted(js, pod, gen)
 	}
 	for _, s := range c.starts(p, pod) {
@@ -339,7 +385,7 @@ func (c *JobSetInPlace) pod(change string, pod *corev1.Pod) {
 
 func newPodState(pod *corev1.Pod, jsKey string) *podState {
 	p := &podState{key: pod.Namespace + "/" + pod.Name, jobSet: jsKey, attempt: -1, workers: map[string]bool{},
-		started: map[string]int32{}, failed: map[string]int32{}, gen: generation(pod)}
+		started: map[string]int32{}, failed: map[string]int32{}, running: map[string]bool{}, gen: generation(pod)}
 	for _, ic := range pod.Spec.InitContainers {
 		if ic.RestartPolicy != nil && *ic.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			p.sidecar = true
@@ -380,9 +426,34 @@ func (c *JobSetInPlace) attempt(p *podState, pod *corev1.Pod) {
 }
 
 // failures returns the first worker failure the pod's change shows that earlier changes did not:
-// a worker container that ended with a non-zero exit code.
+// a worker container that ended with a non-zero exit code on its own, not killed because its
+// pod's agent ended first (the pod then restarts all its containers to follow its group).
 func (c *JobSetInPlace) failures(p *podState, pod *corev1.Pod) string {
 	var first string
+	agentEnded := func(instance int32, finished time.Time) bool {
+		if p.agentEnded {
+			return true
+		}
+		for _, st := range pod.Status.InitContainerStatuses {
+			if p.workers[st.Name] {
+				continue
+			}
+			if t := st.State.Terminated; t != nil && st.RestartCount == instance && !t.FinishedAt.After(finished) {
+				return true
+			}
+			if t := st.LastTerminationState.Terminated; t != nil && st.RestartCount-1 == instance && !t.FinishedAt.After(finished) {
+				return true
+			}
+		}
+		return false
+	}
+	defer func() {
+		for _, st := range pod.Status.InitContainerStatuses {
+			if st.State.Terminated != nil {
+				p.agentEnded = true
+			}
+		}
+	}()
 	for _, st := range pod.Status.ContainerStatuses {
 		if !p.workers[st.Name] {
 			continue
@@ -395,7 +466,7 @@ func (c *JobSetInPlace) failures(p *podState, pod *corev1.Pod) string {
 			continue
 		}
 		p.failed[st.Name] = instance
-		if term.ExitCode != 0 && first == "" {
+		if term.ExitCode != 0 && first == "" && !agentEnded(instance, term.FinishedAt.Time) {
 			first = fmt.Sprintf("worker %s of pod %s exited with code %d at %s", st.Name, p.key, term.ExitCode, stamp(term.FinishedAt.Time))
 		}
 	}
@@ -470,13 +541,19 @@ func (c *JobSetInPlace) starts(p *podState, pod *corev1.Pod) []workerStart {
 	return out
 }
 
-// deleted handles a pod going away: it counts as restarted for a round, and its deletion is
-// judged against the JobSet's restarts.
-func (c *JobSetInPlace) deleted(js *jobSetState, p *podState, pod *corev1.Pod, rv uint64, gone bool) {
+// deleted handles a pod leaving its group, deleted or finished (Failed, Succeeded): it counts as
+// restarted for a round, its leaving opens one, and its deletion is judged against the JobSet's
+// restarts.
+func (c *JobSetInPlace) deleted(js *jobSetState, p *podState, pod *corev1.Pod, gone bool) {
 	if !p.deleting {
+		if js.inPlace && p.sidecar && js.round == nil && !js.terminal {
+			// A pod that goes (its node lost, failed for good) leaves its group to restart
+			// without it: the others restart before any worker runs again.
+			js.round = c.openRound(p.jobSet, fmt.Sprintf("pod %s left the group (%s)", p.key, leaving(pod)))
+		}
 		p.deleting = true
 		phase := pod.Status.Phase
-		if js.inPlace && pod.Spec.NodeName != "" && c.ready[pod.Spec.NodeName] && phase != corev1.PodFailed && phase != corev1.PodSucceeded {
+		if js.inPlace && pod.DeletionTimestamp != nil && pod.Spec.NodeName != "" && c.ready[pod.Spec.NodeName] && phase != corev1.PodFailed && phase != corev1.PodSucceeded {
 			restarts, _ := strconv.ParseInt(pod.Labels[jobsetv1alpha2.RestartsKey], 10, 64)
 			js.deletes = append(js.deletes, deleteCheck{pod: p.key, job: pod.Namespace + "/" + pod.Labels[batchv1.JobNameLabel], restarts: restarts, node: pod.Spec.NodeName})
 		}
@@ -484,7 +561,7 @@ func (c *JobSetInPlace) deleted(js *jobSetState, p *podState, pod *corev1.Pod, r
 	if r := js.round; r != nil {
 		if m := r.members[pod.UID]; m != nil && !m.restarted {
 			m.restarted = true
-			var at time.Time
+			at := lastFinished(pod)
 			if pod.DeletionTimestamp != nil {
 				at = pod.DeletionTimestamp.Time
 			}
@@ -494,6 +571,27 @@ func (c *JobSetInPlace) deleted(js *jobSetState, p *podState, pod *corev1.Pod, r
 	if !gone {
 		c.settle(p.jobSet, js, js.latest)
 	}
+}
+
+// leaving says why a pod leaves its group.
+func leaving(pod *corev1.Pod) string {
+	if pod.DeletionTimestamp != nil {
+		return "deleted"
+	}
+	return strings.ToLower(string(pod.Status.Phase))
+}
+
+// lastFinished is when the pod's last container ended; zero if none has.
+func lastFinished(pod *corev1.Pod) time.Time {
+	var at time.Time
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, st := range list {
+			if t := st.State.Terminated; t != nil && t.FinishedAt.After(at) {
+				at = t.FinishedAt.Time
+			}
+		}
+	}
+	return at
 }
 
 // generation is how often all of the pod's containers have restarted: the least restartCount.

@@ -79,12 +79,16 @@ func invariantsOf(vs []Violation) []string {
 	return out
 }
 
-// run feeds the changes, then finishes, and returns the broken invariants in order.
+// run feeds the changes, then finishes, and returns the broken invariants in order, with
+// Recovers when the JobSets are left unsettled.
 func run(changes ...*unstructured.Unstructured) []string {
 	c := NewJobSetInPlace()
 	var got []string
 	for _, u := range changes {
 		got = append(got, invariantsOf(c.Observe("MODIFIED", u))...)
+	}
+	if c.Unsettled() != "" {
+		got = append(got, Recovers)
 	}
 	return append(got, invariantsOf(c.Finish())...)
 }
@@ -112,16 +116,22 @@ func TestJobSetInPlace(t *testing.T) {
 				h.pod(0, 1, 1, 6, -1),                      // pod 0's worker runs at attempt 1, current still 0
 				h.pod(1, 1, 1, 10, 0), h.jobSet(one, zero), // pod 1 restarts (at 9) after it
 			}
-		}, []string{Barrier, GroupRestart}},
+		}, []string{Barrier, GroupRestart, Recovers}},
 		{"a worker runs again while another pod never restarts", func(h *history) []*unstructured.Unstructured {
 			return []*unstructured.Unstructured{
 				h.jobSet(zero, nil), h.pod(0, 0, 0, 0, -1), h.pod(1, 0, 0, 0, -1),
 				h.pod(0, 0, 0, 5, 3), h.pod(0, 0, 1, 6, -1),
 			}
-		}, []string{GroupRestart}},
+		}, []string{GroupRestart, Recovers}},
+		{"a group restart that never finishes", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSet(zero, nil), h.pod(0, 0, 0, 0, -1), h.pod(1, 0, 0, 0, -1),
+				h.pod(0, 0, 0, 5, 3), h.pod(0, 1, 1, 6, 0), h.jobSet(zero, zero),
+			}
+		}, []string{Recovers}},
 		{"an attempt goes back", func(h *history) []*unstructured.Unstructured {
 			return []*unstructured.Unstructured{h.jobSet(one, zero), h.jobSet(zero, zero)}
-		}, []string{AttemptsMonotonic}},
+		}, []string{AttemptsMonotonic, Recovers}}, // and it has no pod
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &history{base: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}

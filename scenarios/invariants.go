@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -16,12 +17,19 @@ import (
 // invariants) in spec.invariants.
 const BuiltinJobSetInPlace = "jobset-in-place"
 
+// DefaultRecoverWithin is how long after the run's last step the JobSets have to run again.
+const DefaultRecoverWithin = 2 * time.Minute
+
 // Invariant is one entry of spec.invariants: the built-in invariants, or a named CEL expression
 // that must hold on every state the run observes.
 type Invariant struct {
 	Builtin string `yaml:"builtin"`
-	Name    string `yaml:"name"`
-	Always  string `yaml:"always"`
+	// RecoverWithin bounds, for the built-in set, how long after the last step (and the last
+	// fired trigger's) the JobSets must run again (invariants.Recovers); default
+	// DefaultRecoverWithin, 0s to not judge it.
+	RecoverWithin *Duration `yaml:"recoverWithin"`
+	Name          string    `yaml:"name"`
+	Always        string    `yaml:"always"`
 
 	expr expression
 }
@@ -67,6 +75,8 @@ func (l *loader) checkInvariants(sc *Scenario, doc *yaml.Node) {
 		switch {
 		case inv.Builtin != "" && (inv.Name != "" || inv.Always != ""):
 			l.addf(node.Line, path, "give either builtin or name and always, not both")
+		case inv.RecoverWithin != nil && inv.Builtin == "":
+			l.addf(yamlpath.At(node, "recoverWithin").Line, path+".recoverWithin", "only the built-in set (builtin: %s) has a recovery bound", BuiltinJobSetInPlace)
 		case inv.Builtin != "":
 			if inv.Builtin != BuiltinJobSetInPlace {
 				l.addf(yamlpath.At(node, "builtin").Line, path+".builtin", "unknown built-in invariants %q: the one set is %s", inv.Builtin, BuiltinJobSetInPlace)
@@ -95,6 +105,8 @@ func (l *loader) checkInvariants(sc *Scenario, doc *yaml.Node) {
 type judge struct {
 	cel     []*Invariant
 	builtin *invariants.JobSetInPlace
+	// recoverWithin bounds the wait for the built-in set's recovery (0: not judged).
+	recoverWithin time.Duration
 	// broken are the invariants already violated: each is reported once.
 	broken     map[string]bool
 	violations []Violation
@@ -108,6 +120,10 @@ func newJudge(sc *Scenario) *judge {
 		inv := &sc.Spec.Invariants[i]
 		if inv.Builtin == BuiltinJobSetInPlace {
 			j.builtin = invariants.NewJobSetInPlace()
+			j.recoverWithin = DefaultRecoverWithin
+			if inv.RecoverWithin != nil {
+				j.recoverWithin = inv.RecoverWithin.Duration
+			}
 		} else if inv.expr.program != nil {
 			j.cel = append(j.cel, inv)
 		}
@@ -160,5 +176,41 @@ func (j *judge) add(v Violation, trace func() []string) {
 	j.violations = append(j.violations, v)
 	if len(j.violations) == 1 && j.onViolation != nil {
 		j.onViolation()
+	}
+}
+
+// awaitRecovery waits, on the cluster's clock, for the built-in set's JobSets to run again, and
+// records invariants.Recovers broken if they do not within the bound. Nothing is awaited once an
+// invariant has broken: the run stops there.
+func (r *runner) awaitRecovery(ctx context.Context) {
+	j := r.obs.judge
+	if j == nil || j.builtin == nil || j.recoverWithin == 0 {
+		return
+	}
+	unsettled := func() (string, bool) {
+		r.obs.mu.Lock()
+		defer r.obs.mu.Unlock()
+		return j.builtin.Unsettled(), len(j.violations) > 0
+	}
+	clk := r.cluster.Clock
+	deadline := clk.After(j.recoverWithin)
+	tick := clk.NewTicker(reevaluateEvery)
+	defer tick.Stop()
+	for {
+		why, broken := unsettled()
+		if why == "" || broken {
+			return
+		}
+		select {
+		case <-tick.C():
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			r.obs.mu.Lock()
+			defer r.obs.mu.Unlock()
+			j.add(Violation{Invariant: invariants.Recovers, At: r.obs.scenarioTimeLocked(),
+				Message: fmt.Sprintf("not running again %s after the last step: %s", j.recoverWithin, why)}, r.obs.recentLocked)
+			return
+		}
 	}
 }

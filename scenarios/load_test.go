@@ -135,6 +135,7 @@ func TestMalformedScenarios(t *testing.T) {
 		{"an invariant without always", "  invariants:\n  - name: x\n", "s.yaml:45: spec.invariants[0]: an invariant needs a name and an always expression"},
 		{"an invariant that is not a boolean", "  invariants:\n  - name: x\n    always: pods.size()\n", "s.yaml:46: spec.invariants[0].always: CEL must be a boolean"},
 		{"an invariant given twice", "  invariants:\n  - builtin: jobset-in-place\n  - builtin: jobset-in-place\n", "s.yaml:46: spec.invariants[1]: invariant \"jobset-in-place\" is given twice"},
+		{"a recovery bound on a CEL invariant", "  invariants:\n  - name: x\n    always: 'true'\n    recoverWithin: 1m\n", "s.yaml:47: spec.invariants[0].recoverWithin: only the built-in set (builtin: jobset-in-place) has a recovery bound"},
 		{"a trigger that waits", "  triggers:\n  - name: t\n    when: 'true'\n    steps:\n    - waitFor: 'true'\n", "s.yaml:48: spec.triggers[0].steps[0].waitFor: a trigger's steps cannot waitFor"},
 		{"a trigger without when", "  triggers:\n  - name: t\n    steps:\n    - sleep: 1s\n", "s.yaml:45: spec.triggers[0].when: required"},
 		{"a trigger step on an unknown node", "  triggers:\n  - name: t\n    when: 'true'\n    steps:\n    - failNode: {node: gpu-0}\n", "s.yaml:48: spec.triggers[0].steps[0].failNode.node: no node \"gpu-0\""},
@@ -177,7 +178,7 @@ func TestMalformedScenarios(t *testing.T) {
 				content = valid + "  - killComponent:\n      component: apiserver\n"
 			case "a component step without its component":
 				content = valid + "  - startComponent: {}\n"
-			case "an unknown builtin", "an invariant without always", "an invariant that is not a boolean", "an invariant given twice",
+			case "an unknown builtin", "an invariant without always", "a recovery bound on a CEL invariant", "an invariant that is not a boolean", "an invariant given twice",
 				"a trigger that waits", "a trigger without when", "a trigger step on an unknown node", "an unknown field in a trigger":
 				content = valid + tc.edit
 			case "delete by pod and by name":

@@ -273,6 +273,7 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 	}
 	disarm()
 	res.Triggers = waitTriggers()
+	r.awaitRecovery(stepsCtx)
 	r.obs.mu.Lock()
 	res.Captured = r.obs.captured
 	if j := r.obs.judge; j != nil {
