@@ -189,8 +189,8 @@ type Cluster struct {
 	// jobSetLogger is the JobSet controller's logger, kept to start it again; nil when the
 	// cluster runs no JobSet controller.
 	jobSetLogger *logr.Logger
-	kueue             *runningManager
-	storage           *runningManager
+	kueue        *runningManager
+	storage      *runningManager
 	// kubeletAPI is the way from the apiserver to the kubelets' API (with nodes only).
 	kubeletAPI *kubeletAPI
 	// kubeletProcesses are the shards that run the nodes (Options.KubeletProcesses), and
