@@ -173,6 +173,12 @@ func (o *observer) changed(variable, change string, obj any) {
 	rv, _ := strconv.ParseUint(u.GetResourceVersion(), 10, 64)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if versions := o.history[variable][key]; change == "MODIFIED" && rv != 0 && len(versions) > 0 && versions[len(versions)-1].rv == rv {
+		// A watch that lists again after a break (an apiserver restart) delivers every object
+		// anew: the same version is no change, and judging the others as of its old
+		// resourceVersion would judge a state long gone.
+		return
+	}
 	now := o.clock.Now()
 	v := stored{rv: rv, obj: u.Object, seen: now}
 	if change == "DELETED" {
