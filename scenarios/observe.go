@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -117,11 +118,15 @@ func newObserver(clk clock.PassiveClock, trace io.Writer, fixed runVariables) *o
 	return o
 }
 
-// watch starts the informers and returns once they have synced.
-func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, namespace string) error {
+// watch starts the informers of the resources the cluster serves (a cluster without a JobSet
+// CRD has no jobsets to watch: the variable stays empty) and returns once they have synced.
+func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, namespace string) error {
 	namespaced := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil)
 	cluster := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	for _, w := range watched {
+		if _, err := mapper.KindFor(w.gvr); meta.IsNoMatchError(err) {
+			continue
+		}
 		factory := cluster
 		if w.namespaced {
 			factory = namespaced

@@ -330,7 +330,7 @@ func (r *runner) setUp(ctx, watchCtx context.Context) error {
 	if err := r.cluster.WaitForSchedulableNodes(ctx); err != nil {
 		return err
 	}
-	if err := r.obs.watch(watchCtx, r.dyn, r.sc.Spec.Namespace); err != nil {
+	if err := r.obs.watch(watchCtx, r.dyn, r.cluster.Client.RESTMapper(), r.sc.Spec.Namespace); err != nil {
 		return err
 	}
 	return r.apply(ctx, r.sc.Objects)

@@ -50,6 +50,25 @@ func TestExplore(t *testing.T) {
 	}
 }
 
+// --controller runs the user's controller against each replay's cluster with its kubeconfig, in
+// place of restartbed's JobSet controller: here one that labels the node the scenario waits for.
+func TestExploreRunsTheUsersController(t *testing.T) {
+	bin, kubectl := buildCLI(t), kubectl(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "explore", "testdata/explore-controller.yaml", "--out", t.TempDir(), "-o", "json",
+		"--controller", kubectl+` label node node-0 controller=ran && exec sleep 600`)
+	out, err := cmd.Output()
+	var rep explore.Report
+	if err != nil || json.Unmarshal(out, &rep) != nil || rep.Reference.Verdict != explore.Held {
+		var stderr []byte
+		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+			stderr = exit.Stderr
+		}
+		t.Fatalf("restartbed explore --controller: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+}
+
 // Bad input is refused with what is wrong, before anything starts.
 func TestExploreRefusesBadInput(t *testing.T) {
 	bin := buildCLI(t)
