@@ -132,7 +132,7 @@ func Explore(ctx context.Context, file string, opts Options) (*Report, error) {
 	}
 
 	var trace bytes.Buffer
-	ref, err := src.with(nil, file)
+	ref, err := src.with(nil, "", file)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +232,7 @@ func runSchedule(ctx context.Context, src *source, s Schedule, fallback *PodTarg
 	if opts.OutDir == "" {
 		path = filepath.Join(filepath.Dir(src.file), name+".yaml")
 	}
-	data, err := src.with(trigger, path)
+	data, err := src.with(trigger, name, path)
 	if err != nil {
 		s.Verdict, s.Detail = Errored, err.Error()
 		return s
@@ -322,9 +322,10 @@ func readSource(file string) (*source, error) {
 	return &source{file: file, name: sc.Metadata.Name, doc: &doc}, nil
 }
 
-// with is the scenario with the built-in invariants on and the trigger (nil: none) added, to be
-// written at path: the files it names are made relative to path's directory.
-func (s *source) with(trigger map[string]any, path string) (*variant, error) {
+// with is the scenario with the built-in invariants on and the trigger (nil: none) added, named
+// name (empty: its own), to be written at path: the files it names are made relative to path's
+// directory.
+func (s *source) with(trigger map[string]any, name, path string) (*variant, error) {
 	var doc yaml.Node
 	if err := copyNode(s.doc, &doc); err != nil {
 		return nil, err
@@ -336,6 +337,9 @@ func (s *source) with(trigger map[string]any, path string) (*variant, error) {
 	spec := yamlpath.Value(root, "spec")
 	if spec == nil {
 		return nil, errors.New(s.file + ": no spec")
+	}
+	if v := yamlpath.Value(yamlpath.Value(root, "metadata"), "name"); v != nil && name != "" {
+		v.Value = name // each schedule's file is a scenario of its own, which restartbed run tells apart by name
 	}
 	if err := s.rebase(spec, filepath.Dir(path)); err != nil {
 		return nil, err

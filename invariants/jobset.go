@@ -35,7 +35,8 @@ const (
 	// restart (status.restarts passing the pod's restart-attempt label) recreates it.
 	PodKept = "pod-kept"
 	// Recovers: once the faults are over, every JobSet runs again, each worker at the JobSet's
-	// attempt, or has finished (Unsettled says what is not there yet).
+	// attempt, or has finished (Unsettled says what is not there yet). A JobSet with a pod no node
+	// can take is not judged: it lacks capacity, which no restart mends.
 	Recovers = "recovers"
 )
 
@@ -86,6 +87,8 @@ type jobSetState struct {
 	inPlace, disabled bool
 	// terminal: the JobSet has failed or completed.
 	terminal bool
+	// gap: the watch broke and no version has arrived since.
+	gap bool
 	// versions are the observed states of the status, in resourceVersion order.
 	versions []jobSetVersion
 	latest   uint64
@@ -99,20 +102,39 @@ type jobSetVersion struct {
 	current, restarts   int32
 	previous            int32
 	hasCurrent, hasPrev bool
+	// afterGap: the JobSets' watch broke before this version, so versions between it and the
+	// one before may never have been observed.
+	afterGap bool
 }
 
-// asOf is the JobSet's status as it was at resourceVersion rv: the last version stored before it.
-func (js *jobSetState) asOf(rv uint64) (jobSetVersion, bool) {
+// asOf is the JobSet's status as it was at resourceVersion rv: the last version stored before it,
+// and the first stored after it.
+func (js *jobSetState) asOf(rv uint64) (before, after *jobSetVersion) {
 	i, _ := slices.BinarySearchFunc(js.versions, rv, func(v jobSetVersion, rv uint64) int {
 		if v.rv < rv {
 			return -1
 		}
 		return 1
 	})
-	if i == 0 {
-		return jobSetVersion{}, false
+	if i > 0 {
+		before = &js.versions[i-1]
 	}
-	return js.versions[i-1], true
+	if i < len(js.versions) {
+		after = &js.versions[i]
+	}
+	return before, after
+}
+
+// WatchBroke tells the checker that the watch of a kind ("JobSet") broke and lists again: what
+// changed meanwhile arrives as the latest version only, and judgements that need the versions in
+// between give the benefit of the doubt.
+func (c *JobSetInPlace) WatchBroke(kind string) {
+	if kind != "JobSet" {
+		return
+	}
+	for _, js := range c.jobSets {
+		js.gap = true
+	}
 }
 
 // round is a group restart in progress: it opens when a worker fails and closes once every pod
@@ -165,7 +187,9 @@ type podState struct {
 	running map[string]bool
 	// agentEnded: a sidecar of the pod's current generation has been seen terminated.
 	agentEnded bool
-	deleting   bool
+	// unschedulable: the scheduler found no node for it (PodScheduled False, Unschedulable).
+	unschedulable bool
+	deleting      bool
 }
 
 // Observe takes one change ("ADDED", "MODIFIED" or "DELETED") of a pod, JobSet or node and
@@ -217,13 +241,23 @@ func (c *JobSetInPlace) Finish() []Violation {
 	return c.out
 }
 
+// unschedulable reports whether a live pod of the JobSet waits for a node no one has.
+func (c *JobSetInPlace) unschedulable(jobSet string) bool {
+	for _, p := range c.pods {
+		if p.jobSet == jobSet && !p.deleting && p.unschedulable {
+			return true
+		}
+	}
+	return false
+}
+
 // Unsettled says what keeps the in-place JobSets from running as they should with no fault
 // about: a group restart still open, a worker not running, a pod at another attempt than its
 // JobSet. It is "" when every such JobSet runs that way or has finished.
 func (c *JobSetInPlace) Unsettled() string {
 	for _, key := range slices.Sorted(maps.Keys(c.jobSets)) {
 		js := c.jobSets[key]
-		if !js.inPlace || js.terminal || len(js.versions) == 0 {
+		if !js.inPlace || js.terminal || len(js.versions) == 0 || c.unschedulable(key) {
 			continue
 		}
 		if js.round != nil {
@@ -285,6 +319,7 @@ func (c *JobSetInPlace) jobSet(change string, obj *jobsetv1alpha2.JobSet) {
 		}
 	}
 	if rv > js.latest {
+		v.afterGap, js.gap = js.gap, false
 		js.versions = append(js.versions, v)
 		js.latest = rv
 	}
@@ -305,13 +340,19 @@ func (c *JobSetInPlace) state(key string) *jobSetState {
 func (c *JobSetInPlace) settle(key string, js *jobSetState, upTo uint64) {
 	keep := js.barriers[:0]
 	for _, b := range js.barriers {
-		if b.rv > upTo {
+		if b.rv > upTo || (js.gap && upTo != math.MaxUint64) {
 			keep = append(keep, b)
 			continue
 		}
-		v, ok := js.asOf(b.rv)
+		v, next := js.asOf(b.rv)
+		if next != nil && next.afterGap && next.hasCurrent && int64(next.current) == b.attempt {
+			continue // the JobSet may have reached the attempt while its watch was broken
+		}
+		if js.gap && next == nil {
+			continue // the watch never came back: nothing to judge by
+		}
 		switch {
-		case !ok || !v.hasCurrent:
+		case v == nil || !v.hasCurrent:
 			c.violate(Barrier, "Pod "+b.pod, "worker %s started at attempt %d before JobSet %s had a current attempt", b.container, b.attempt, key)
 		case int64(v.current) != b.attempt:
 			c.violate(Barrier, "Pod "+b.pod, "worker %s started at attempt %d while JobSet %s was at attempt %d", b.container, b.attempt, key, v.current)
@@ -357,6 +398,12 @@ func (c *JobSetInPlace) pod(change string, pod *corev1.Pod) {
 		return
 	}
 	c.attempt(p, pod)
+	p.unschedulable = false
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			p.unschedulable = true
+		}
+	}
 	for _, st := range pod.Status.ContainerStatuses {
 		p.running[st.Name] = st.State.Running != nil
 	}

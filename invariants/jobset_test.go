@@ -84,8 +84,17 @@ func invariantsOf(vs []Violation) []string {
 func run(changes ...*unstructured.Unstructured) []string {
 	c := NewJobSetInPlace()
 	var got []string
+	lost := false
 	for _, u := range changes {
-		got = append(got, invariantsOf(c.Observe("MODIFIED", u))...)
+		switch {
+		case u == nil: // the JobSets' watch breaks; the next JobSet change is lost
+			c.WatchBroke("JobSet")
+			lost = true
+		case lost && u.GetKind() == "JobSet":
+			lost = false
+		default:
+			got = append(got, invariantsOf(c.Observe("MODIFIED", u))...)
+		}
 	}
 	if c.Unsettled() != "" {
 		got = append(got, Recovers)
@@ -129,6 +138,16 @@ func TestJobSetInPlace(t *testing.T) {
 				h.pod(0, 0, 0, 5, 3), h.pod(0, 1, 1, 6, 0), h.jobSet(zero, zero),
 			}
 		}, []string{Recovers}},
+		{"the JobSet version the barrier needs was lost in a watch gap", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSet(zero, nil), h.pod(0, 0, 0, 0, -1), h.pod(1, 0, 0, 0, -1),
+				h.pod(0, 0, 0, 5, 3), h.pod(0, 1, 1, 6, 0), h.pod(1, 1, 1, 6, 0),
+				nil,                                          // the JobSets' watch breaks
+				h.jobSet(one, zero),                          // never observed: written while the watch was down
+				h.pod(0, 1, 1, 7, -1), h.pod(1, 1, 1, 7, -1), // both workers run at attempt 1
+				h.jobSet(one, zero), // what the watch lists when it is back
+			}
+		}, nil},
 		{"an attempt goes back", func(h *history) []*unstructured.Unstructured {
 			return []*unstructured.Unstructured{h.jobSet(one, zero), h.jobSet(zero, zero)}
 		}, []string{AttemptsMonotonic, Recovers}}, // and it has no pod

@@ -16,10 +16,12 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
@@ -120,19 +122,37 @@ func newObserver(clk clock.PassiveClock, trace io.Writer, fixed runVariables) *o
 
 // watch starts the informers of the resources the cluster serves (a cluster without a JobSet
 // CRD has no jobsets to watch: the variable stays empty) and returns once they have synced.
+//
+// Each informer lists once, then watches; it lists again only when its watch cannot go on (the
+// apiserver restarted, its history expired), and the versions written meanwhile are never seen.
+// The invariants must know that, so every list after the first is told to them before its
+// objects arrive.
 func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, namespace string) error {
-	namespaced := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil)
-	cluster := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	var informers []cache.SharedIndexInformer
+	var names []string
 	for _, w := range watched {
 		if _, err := mapper.KindFor(w.gvr); meta.IsNoMatchError(err) {
 			continue
 		}
-		factory := cluster
+		ri := dynamic.ResourceInterface(dyn.Resource(w.gvr))
 		if w.namespaced {
-			factory = namespaced
+			ri = dyn.Resource(w.gvr).Namespace(namespace)
 		}
 		variable := w.variable
-		_, err := factory.ForResource(w.gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		lists := 0
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				if lists++; lists > 1 {
+					o.watchBroke(variable)
+				}
+				return ri.List(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				return ri.Watch(ctx, opts)
+			},
+		}
+		informer := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+		_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { o.changed(variable, "ADDED", obj) },
 			UpdateFunc: func(_, obj any) { o.changed(variable, "MODIFIED", obj) },
 			DeleteFunc: func(obj any) { o.changed(variable, "DELETED", obj) },
@@ -140,14 +160,12 @@ func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, mapper meta
 		if err != nil {
 			return err
 		}
+		informers, names = append(informers, informer), append(names, w.gvr.Resource)
+		go informer.RunWithContext(ctx)
 	}
-	namespaced.Start(ctx.Done())
-	cluster.Start(ctx.Done())
-	for _, f := range []dynamicinformer.DynamicSharedInformerFactory{namespaced, cluster} {
-		for gvr, ok := range f.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("watching %s did not sync", gvr.Resource)
-			}
+	for i, informer := range informers {
+		if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+			return fmt.Errorf("watching %s did not sync", names[i])
 		}
 	}
 	return nil
@@ -212,6 +230,15 @@ func (o *observer) changed(variable, change string, obj any) {
 	}
 	o.newest = max(o.newest, rv)
 	o.evaluateLocked(o.activationLocked)
+}
+
+// watchBroke tells the invariants that a variable's watch broke.
+func (o *observer) watchBroke(variable string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.judge != nil && o.judge.builtin != nil && variable == varJobSets {
+		o.judge.builtin.WatchBroke("JobSet")
+	}
 }
 
 // scenarioTimeLocked is the time since the first step (0 before it); o.mu is held.
