@@ -47,6 +47,16 @@ bench: envtest-assets ## restartbed bench at PODS pods (default 1000), both stra
 bench-smoke: envtest-assets ## CI's smoke test of restartbed bench: 100 pods, both strategies; fails only if a restart does not complete.
 	$(GO) run ./cmd/restartbed bench --pods 100 --strategy both
 
+# The scenarios make explore sweeps, and its per-scenario budget (0: every schedule).
+EXPLORE_SCENARIOS := story1-fast-recovery story2-recreate-then-fail inplace-restart-node-loss
+EXPLORE_BUDGET    ?= 0
+
+.PHONY: explore
+explore: build envtest-assets ## restartbed explore of Story 1, Story 2 and the node-loss scenario (EXPLORE_BUDGET each, -p 2): the figures of docs/explore.md; violations into explore-violations/.
+	@for s in $(EXPLORE_SCENARIOS); do echo "== $$s"; \
+		$(BIN)/restartbed explore scenarios/examples/$$s.yaml -p 2 --budget $(EXPLORE_BUDGET) --out explore-violations/$$s \
+			--junit explore-violations/$$s.xml || status=1; done; exit $${status:-0}
+
 # KWOK, built from its module into the user cache, for make bench-kwok.
 KWOK_VERSION := v0.8.0
 KWOK_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/restartbed/kwok/$(KWOK_VERSION)
