@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -52,6 +53,17 @@ type Violation struct {
 	Object, Message string
 	// Trace is the observed changes leading to it, oldest first, one line each.
 	Trace []string
+}
+
+// MarshalJSON writes the violation with its time in seconds, as the reports' other times.
+func (v Violation) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Invariant string   `json:"invariant"`
+		At        float64  `json:"atSeconds"`
+		Object    string   `json:"object,omitempty"`
+		Message   string   `json:"message"`
+		Trace     []string `json:"trace,omitempty"`
+	}{v.Invariant, v.At.Seconds(), v.Object, v.Message, v.Trace})
 }
 
 func (v Violation) String() string {
