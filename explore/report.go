@@ -1,12 +1,13 @@
 package explore
 
 import (
-	"encoding/xml"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/restartbed/restartbed/internal/junit"
 )
 
 // WriteText writes the report for a reader: the schedules by verdict, then every violation with
@@ -59,37 +60,12 @@ func (r *Report) sorted() []Schedule {
 	return out
 }
 
-type junitSuite struct {
-	XMLName  xml.Name    `xml:"testsuite"`
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Errors   int         `xml:"errors,attr"`
-	Skipped  int         `xml:"skipped,attr"`
-	Time     float64     `xml:"time,attr"`
-	Cases    []junitCase `xml:"testcase"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      float64       `xml:"time,attr"`
-	Failure   *junitMessage `xml:"failure,omitempty"`
-	Error     *junitMessage `xml:"error,omitempty"`
-	Skipped   *junitMessage `xml:"skipped,omitempty"`
-}
-
-type junitMessage struct {
-	Message string `xml:"message,attr"`
-	Text    string `xml:",chardata"`
-}
-
 // WriteJUnit writes the report as one JUnit test suite, a test case per schedule: a violation
 // is a failure, an error an error, an unreached point a skip.
 func (r *Report) WriteJUnit(w io.Writer) error {
-	suite := junitSuite{Name: "explore " + r.Scenario, Time: r.Seconds}
+	suite := junit.Suite{Name: "explore " + r.Scenario, Time: r.Seconds}
 	for _, s := range r.sorted() {
-		c := junitCase{Name: fmt.Sprintf("%d %s when %s", s.Index, s.Fault, s.Point.Description), Classname: r.Scenario, Time: s.Seconds}
+		c := junit.Case{Name: fmt.Sprintf("%d %s when %s", s.Index, s.Fault, s.Point.Description), Classname: r.Scenario, Time: s.Seconds}
 		switch s.Verdict {
 		case Violated:
 			suite.Failures++
@@ -100,25 +76,16 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 			if s.File != "" {
 				fmt.Fprintf(&text, "replay: restartbed run %s\n", s.File)
 			}
-			c.Failure = &junitMessage{Message: s.Detail, Text: text.String()}
+			c.Failure = &junit.Message{Message: s.Detail, Text: text.String()}
 		case Errored:
 			suite.Errors++
-			c.Error = &junitMessage{Message: s.Detail}
+			c.Error = &junit.Message{Message: s.Detail}
 		case Unreached:
 			suite.Skipped++
-			c.Skipped = &junitMessage{Message: "the replay never reached the point"}
+			c.Skipped = &junit.Message{Message: "the replay never reached the point"}
 		}
 		suite.Cases = append(suite.Cases, c)
 	}
 	suite.Tests = len(suite.Cases)
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(suite); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return junit.Write(w, suite)
 }

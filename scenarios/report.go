@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"encoding/xml"
 	"fmt"
 	"io"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/restartbed/restartbed/internal/junit"
 )
 
 // reporter writes a scenario's report as it runs. Lines are prefixed with the scenario's name,
@@ -218,90 +219,46 @@ func orDash(s string) string {
 	return s
 }
 
-// JUnit XML: one testsuite per scenario, one testcase per step.
-type junitSuites struct {
-	XMLName xml.Name     `xml:"testsuites"`
-	Suites  []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Errors   int         `xml:"errors,attr"`
-	Skipped  int         `xml:"skipped,attr"`
-	Time     float64     `xml:"time,attr"`
-	File     string      `xml:"file,attr,omitempty"`
-	Error    *junitError `xml:"error,omitempty"`
-	Cases    []junitCase `xml:"testcase"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      float64       `xml:"time,attr"`
-	Failure   *junitFailure `xml:"failure,omitempty"`
-	Skipped   *struct{}     `xml:"skipped,omitempty"`
-}
-
-type junitFailure struct {
-	Message string `xml:"message,attr"`
-	Text    string `xml:",chardata"`
-}
-
-type junitError struct {
-	Message string `xml:"message,attr"`
-}
-
 // WriteJUnit writes the results as JUnit XML.
 func WriteJUnit(w io.Writer, results []*Result) error {
 	sorted := append([]*Result(nil), results...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Scenario.Metadata.Name < sorted[j].Scenario.Metadata.Name })
-	var doc junitSuites
+	var doc junit.Suites
 	for _, res := range sorted {
-		suite := junitSuite{Name: res.Scenario.Metadata.Name, File: res.Scenario.File, Time: res.Wall.Seconds()}
+		suite := junit.Suite{Name: res.Scenario.Metadata.Name, File: res.Scenario.File, Time: res.Wall.Seconds()}
 		if res.Err != nil {
 			suite.Errors = 1
-			suite.Error = &junitError{Message: res.Err.Error()}
+			suite.Error = &junit.Message{Message: res.Err.Error()}
 		}
 		for _, s := range res.Steps {
-			c := junitCase{Name: fmt.Sprintf("%d %s", s.Index, oneLine(s.Title, 200)), Classname: res.Scenario.Metadata.Name, Time: s.Took.Seconds()}
+			c := junit.Case{Name: fmt.Sprintf("%d %s", s.Index, oneLine(s.Title, 200)), Classname: res.Scenario.Metadata.Name, Time: s.Took.Seconds()}
 			switch s.Status {
 			case Failed:
 				suite.Failures++
-				c.Failure = &junitFailure{Message: strings.SplitN(s.Failure, "\n", 2)[0], Text: s.Failure}
+				c.Failure = &junit.Message{Message: strings.SplitN(s.Failure, "\n", 2)[0], Text: s.Failure}
 			case Skipped:
 				suite.Skipped++
-				c.Skipped = &struct{}{}
+				c.Skipped = &junit.Message{}
 			}
 			suite.Cases = append(suite.Cases, c)
 		}
 		for _, t := range res.Triggers {
 			for _, s := range t.Steps {
-				c := junitCase{Name: fmt.Sprintf("trigger %s: %d %s", t.Name, s.Index, oneLine(s.Title, 200)), Classname: res.Scenario.Metadata.Name, Time: s.Took.Seconds()}
+				c := junit.Case{Name: fmt.Sprintf("trigger %s: %d %s", t.Name, s.Index, oneLine(s.Title, 200)), Classname: res.Scenario.Metadata.Name, Time: s.Took.Seconds()}
 				if s.Status == Failed {
 					suite.Failures++
-					c.Failure = &junitFailure{Message: strings.SplitN(s.Failure, "\n", 2)[0], Text: s.Failure}
+					c.Failure = &junit.Message{Message: strings.SplitN(s.Failure, "\n", 2)[0], Text: s.Failure}
 				}
 				suite.Cases = append(suite.Cases, c)
 			}
 		}
 		for _, v := range res.Violations {
 			suite.Failures++
-			suite.Cases = append(suite.Cases, junitCase{Name: "invariant " + v.Invariant, Classname: res.Scenario.Metadata.Name,
-				Failure: &junitFailure{Message: v.String(), Text: v.String() + "\n" + strings.Join(v.Trace, "\n")}})
+			suite.Cases = append(suite.Cases, junit.Case{Name: "invariant " + v.Invariant, Classname: res.Scenario.Metadata.Name,
+				Failure: &junit.Message{Message: v.String(), Text: v.String() + "\n" + strings.Join(v.Trace, "\n")}})
 		}
 		suite.Tests = len(suite.Cases)
 		doc.Suites = append(doc.Suites, suite)
 	}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return junit.Write(w, doc)
 }
