@@ -11,6 +11,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +35,14 @@ const (
 	// PodKept: an in-place restart never deletes a pod whose node is Ready; only a JobSet
 	// restart (status.restarts passing the pod's restart-attempt label) recreates it.
 	PodKept = "pod-kept"
+	// FailsByPolicy: a JobSet fails only when its failure policy says so, with maxRestarts counted
+	// as released JobSet counts it: a failed Job with no failure policy (FailedJobs), a failed Job
+	// a FailJobSet rule matches, or ReachedMaxRestarts — a container's restartCount or the pods'
+	// attempt (less the uncounted restarts) past maxRestarts, or a failed Job once the counted
+	// restarts reach it. status.restarts rises only for a failed Job of the restart before, never
+	// for an in-place restart. The other way round, an in-place JobSet past its limit is not
+	// settled (Unsettled) until it has failed.
+	FailsByPolicy = "fails-by-policy"
 	// Recovers: once the faults are over, every JobSet runs again, each worker at the JobSet's
 	// attempt, or has finished (Unsettled says what is not there yet). A JobSet with a pod no node
 	// can take is not judged: it lacks capacity, which no restart mends.
@@ -41,7 +50,7 @@ const (
 )
 
 // Names are the built-in invariants, in the order docs/explore.md lists them.
-var Names = []string{AttemptsMonotonic, Barrier, GroupRestart, PodKept, Recovers}
+var Names = []string{AttemptsMonotonic, Barrier, GroupRestart, PodKept, FailsByPolicy, Recovers}
 
 // Violation is one breach of an invariant.
 type Violation struct {
@@ -74,7 +83,9 @@ type JobSetInPlace struct {
 	ready   map[string]bool // node name → Ready condition True
 	// jobEnded are the Jobs, by namespace/name, that have failed or succeeded (or are about to).
 	jobEnded map[string]bool
-	out      []Violation
+	// jobsGap: the Jobs' watch broke, so a Job may have failed and gone unobserved.
+	jobsGap bool
+	out     []Violation
 }
 
 // NewJobSetInPlace returns a checker that has observed nothing.
@@ -95,12 +106,33 @@ type jobSetState struct {
 	round    *round
 	barriers []barrierCheck
 	deletes  []deleteCheck
+
+	// What the failure policy is judged by.
+	spec *jobsetv1alpha2.FailurePolicy
+	// failed is the first version observed with terminalState Failed, and its condition's reason.
+	failed       *jobSetVersion
+	failedReason string
+	// failedJobs are the JobSet's failed Jobs, by namespace/name.
+	failedJobs map[string]failedJob
+	// maxRestartCount is the highest restartCount observed of any container of the JobSet's pods;
+	// maxAttempt the highest attempt annotation of a pod not Failed.
+	maxRestartCount int32
+	maxAttempt      int64
+}
+
+// failedJob is a Job of the JobSet that failed: what a failure policy rule matches on.
+type failedJob struct {
+	restartAttempt  int64
+	replicatedJob   string
+	reason, message string
 }
 
 type jobSetVersion struct {
 	rv                  uint64
 	current, restarts   int32
 	previous            int32
+	// counted is what maxRestarts bounds: restartsCountTowardsMax and the per-Job counts.
+	counted int32
 	hasCurrent, hasPrev bool
 	// afterGap: the JobSets' watch broke before this version, so versions between it and the
 	// one before may never have been observed.
@@ -129,6 +161,9 @@ func (js *jobSetState) asOf(rv uint64) (before, after *jobSetVersion) {
 // changed meanwhile arrives as the latest version only, and judgements that need the versions in
 // between give the benefit of the doubt.
 func (c *JobSetInPlace) WatchBroke(kind string) {
+	if kind == "Job" {
+		c.jobsGap = true
+	}
 	if kind != "JobSet" {
 		return
 	}
@@ -190,6 +225,8 @@ type podState struct {
 	// unschedulable: the scheduler found no node for it (PodScheduled False, Unschedulable).
 	unschedulable bool
 	deleting      bool
+	// restartCount is the highest restartCount of its containers.
+	restartCount int32
 }
 
 // Observe takes one change ("ADDED", "MODIFIED" or "DELETED") of a pod, JobSet or node and
@@ -210,7 +247,7 @@ func (c *JobSetInPlace) Observe(change string, obj *unstructured.Unstructured) [
 	case batchv1.SchemeGroupVersion.WithKind("Job").GroupKind():
 		var job batchv1.Job
 		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &job) == nil && change != "DELETED" {
-			c.jobEnded[job.Namespace+"/"+job.Name] = jobEnded(&job)
+			c.job(&job)
 		}
 	case corev1.SchemeGroupVersion.WithKind("Node").GroupKind():
 		var node corev1.Node
@@ -228,6 +265,7 @@ func (c *JobSetInPlace) Finish() []Violation {
 	for _, key := range slices.Sorted(maps.Keys(c.jobSets)) {
 		js := c.jobSets[key]
 		c.settle(key, js, math.MaxUint64)
+		c.judgePolicy(key, js)
 		if r := js.round; r != nil && len(r.starts) > 0 {
 			for _, m := range r.members {
 				if !m.restarted {
@@ -259,6 +297,9 @@ func (c *JobSetInPlace) Unsettled() string {
 		js := c.jobSets[key]
 		if !js.inPlace || js.terminal || len(js.versions) == 0 || c.unschedulable(key) {
 			continue
+		}
+		if why := c.overLimit(key, js); why != "" {
+			return why
 		}
 		if js.round != nil {
 			return fmt.Sprintf("JobSet %s: the group restart after %s has not finished", key, js.round.failure)
@@ -299,10 +340,24 @@ func (c *JobSetInPlace) jobSet(change string, obj *jobsetv1alpha2.JobSet) {
 	}
 	fp := obj.Spec.FailurePolicy
 	js.inPlace = fp != nil && fp.RestartStrategy == jobsetv1alpha2.InPlaceRestart
+	js.spec = fp
 	_, js.disabled = obj.Annotations[jobsetv1alpha2.DisableInPlaceRestartKey]
 	js.terminal = js.terminal || obj.Status.TerminalState != "" || obj.DeletionTimestamp != nil
 	rv := resourceVersion(obj.ResourceVersion)
-	v := jobSetVersion{rv: rv, restarts: obj.Status.Restarts}
+	v := jobSetVersion{rv: rv, restarts: obj.Status.Restarts, counted: obj.Status.RestartsCountTowardsMax}
+	for _, st := range obj.Status.ReplicatedJobsStatus {
+		for _, n := range st.JobRestartsCountTowardsMax {
+			v.counted += n
+		}
+	}
+	if obj.Status.TerminalState == terminalFailed && js.failed == nil {
+		js.failed = &v
+		for _, cond := range obj.Status.Conditions {
+			if cond.Type == string(jobsetv1alpha2.JobSetFailed) && cond.Status == metav1.ConditionTrue {
+				js.failedReason = cond.Reason
+			}
+		}
+	}
 	if p := obj.Status.CurrentInPlaceRestartAttempt; p != nil {
 		v.current, v.hasCurrent = *p, true
 	}
@@ -390,6 +445,12 @@ func (c *JobSetInPlace) pod(change string, pod *corev1.Pod) {
 		c.pods[pod.UID] = p
 	}
 	rv := resourceVersion(pod.ResourceVersion)
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, st := range list {
+			p.restartCount = max(p.restartCount, st.RestartCount)
+		}
+	}
+	js.maxRestartCount = max(js.maxRestartCount, p.restartCount)
 	if change == "DELETED" || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 		c.deleted(js, p, pod, change == "DELETED")
 		if change == "DELETED" {
@@ -470,6 +531,9 @@ func (c *JobSetInPlace) attempt(p *podState, pod *corev1.Pod) {
 		c.violate(AttemptsMonotonic, "Pod "+p.key, "annotation %s went from %d to %d", jobsetv1alpha2.InPlaceRestartAttemptKey, p.attempt, a)
 	}
 	p.attempt = a
+	if js := c.jobSets[p.jobSet]; js != nil {
+		js.maxAttempt = max(js.maxAttempt, a)
+	}
 }
 
 // failures returns the first worker failure the pod's change shows that earlier changes did not:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,13 +27,37 @@ type history struct {
 func (h *history) next() string { h.rv++; return strconv.Itoa(h.rv) }
 
 func (h *history) jobSet(current, previous *int32) *unstructured.Unstructured {
+	return h.jobSetWith(func(js *jobsetv1alpha2.JobSet) {
+		js.Status.CurrentInPlaceRestartAttempt, js.Status.PreviousInPlaceRestartAttempt = current, previous
+	})
+}
+
+// jobSetWith is the JobSet, restarting in place with maxRestarts 10, as edit leaves it.
+func (h *history) jobSetWith(edit func(*jobsetv1alpha2.JobSet)) *unstructured.Unstructured {
 	js := &jobsetv1alpha2.JobSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: "JobSet"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js", ResourceVersion: h.next()},
-		Spec:       jobsetv1alpha2.JobSetSpec{FailurePolicy: &jobsetv1alpha2.FailurePolicy{RestartStrategy: jobsetv1alpha2.InPlaceRestart}},
-		Status:     jobsetv1alpha2.JobSetStatus{CurrentInPlaceRestartAttempt: current, PreviousInPlaceRestartAttempt: previous},
+		Spec:       jobsetv1alpha2.JobSetSpec{FailurePolicy: &jobsetv1alpha2.FailurePolicy{RestartStrategy: jobsetv1alpha2.InPlaceRestart, MaxRestarts: 10}},
 	}
+	edit(js)
 	return toUnstructured(js)
+}
+
+// failed makes the JobSet failed with the reason.
+func failed(js *jobsetv1alpha2.JobSet, reason string) {
+	js.Status.TerminalState = string(jobsetv1alpha2.JobSetFailed)
+	js.Status.Conditions = []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetFailed), Status: metav1.ConditionTrue, Reason: reason}}
+}
+
+// failedJob is the JobSet's Job of replicated Job rjob, created at JobSet restart attempt, failed
+// with reason.
+func (h *history) failedJob(attempt int, reason string) *unstructured.Unstructured {
+	return toUnstructured(&batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js-rjob-0", ResourceVersion: h.next(), Labels: map[string]string{
+			jobsetv1alpha2.JobSetNameKey: "js", jobsetv1alpha2.ReplicatedJobNameKey: "rjob", jobsetv1alpha2.RestartsKey: strconv.Itoa(attempt)}},
+		Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason}}},
+	})
 }
 
 // pod is pod i at an attempt; its agent and worker have restarted restarts times, the worker
@@ -160,6 +185,86 @@ func TestJobSetInPlace(t *testing.T) {
 			slices.Sort(want)
 			if !slices.Equal(got, want) {
 				t.Errorf("broken %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestFailsByPolicy(t *testing.T) {
+	maxOne := func(js *jobsetv1alpha2.JobSet) { js.Spec.FailurePolicy.MaxRestarts = 1 }
+	running := func(js *jobsetv1alpha2.JobSet) { js.Status.CurrentInPlaceRestartAttempt = ptr.To[int32](0) }
+	for _, tc := range []struct {
+		name    string
+		changes func(h *history) []*unstructured.Unstructured
+		want    []string
+	}{
+		{"a container restarted past maxRestarts fails the JobSet", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSetWith(maxOne), h.pod(0, 2, 2, 0, -1),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { maxOne(js); failed(js, reasonReachedMaxRestarts) }),
+			}
+		}, nil},
+		{"the JobSet fails within maxRestarts", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSetWith(maxOne), h.pod(0, 1, 1, 0, -1),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { maxOne(js); failed(js, reasonReachedMaxRestarts) }),
+			}
+		}, []string{FailsByPolicy}},
+		{"a container past maxRestarts and the JobSet never fails", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{h.jobSetWith(maxOne), h.pod(0, 0, 2, 0, -1)}
+		}, []string{Recovers}},
+		{"a failed Job with the counted restarts at maxRestarts fails the JobSet", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { maxOne(js); js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1 }),
+				h.failedJob(1, "BackoffLimitExceeded"),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) {
+					maxOne(js)
+					js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1
+					failed(js, reasonReachedMaxRestarts)
+				}),
+			}
+		}, nil},
+		{"a restart counted after a failed Job", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSetWith(running), h.pod(0, 0, 0, 0, -1), h.failedJob(0, "PodFailurePolicy"),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { running(js); js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1 }),
+			}
+		}, nil},
+		{"an in-place restart counted as a JobSet restart", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSetWith(running), h.pod(0, 0, 0, 0, -1),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { running(js); js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1 }),
+			}
+		}, []string{FailsByPolicy}},
+		{"a FailJobSet rule that matches", func(h *history) []*unstructured.Unstructured {
+			rule := func(js *jobsetv1alpha2.JobSet) {
+				js.Spec.FailurePolicy.Rules = []jobsetv1alpha2.FailurePolicyRule{{Name: "fatal", Action: jobsetv1alpha2.FailJobSet, OnJobFailureReasons: []string{"PodFailurePolicy"}}}
+			}
+			return []*unstructured.Unstructured{
+				h.jobSetWith(rule), h.failedJob(0, "PodFailurePolicy"),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { rule(js); failed(js, reasonFailJobSetAction) }),
+			}
+		}, nil},
+		{"a FailJobSet rule that matches no failed Job", func(h *history) []*unstructured.Unstructured {
+			rule := func(js *jobsetv1alpha2.JobSet) {
+				js.Spec.FailurePolicy.Rules = []jobsetv1alpha2.FailurePolicyRule{{Name: "fatal", Action: jobsetv1alpha2.FailJobSet, OnJobFailureReasons: []string{"PodFailurePolicy"}}}
+			}
+			return []*unstructured.Unstructured{
+				h.jobSetWith(rule), h.failedJob(0, "BackoffLimitExceeded"),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { rule(js); failed(js, reasonFailJobSetAction) }),
+			}
+		}, []string{FailsByPolicy}},
+		{"FailedJobs with a failure policy", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSetWith(func(*jobsetv1alpha2.JobSet) {}), h.failedJob(0, "BackoffLimitExceeded"),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { failed(js, reasonFailedJobs) }),
+			}
+		}, []string{FailsByPolicy}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &history{base: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+			if got := run(tc.changes(h)...); !slices.Equal(got, tc.want) {
+				t.Errorf("broken %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -236,8 +236,14 @@ func (o *observer) changed(variable, change string, obj any) {
 func (o *observer) watchBroke(variable string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.judge != nil && o.judge.builtin != nil && variable == varJobSets {
+	if o.judge == nil || o.judge.builtin == nil {
+		return
+	}
+	switch variable {
+	case varJobSets:
 		o.judge.builtin.WatchBroke("JobSet")
+	case varJobs:
+		o.judge.builtin.WatchBroke("Job")
 	}
 }
 
