@@ -128,11 +128,11 @@ type failedJob struct {
 }
 
 type jobSetVersion struct {
-	rv                  uint64
-	current, restarts   int32
-	previous            int32
+	rv                uint64
+	current, restarts int32
+	previous          int32
 	// counted is what maxRestarts bounds: restartsCountTowardsMax and the per-Job counts.
-	counted int32
+	counted             int32
 	hasCurrent, hasPrev bool
 	// afterGap: the JobSets' watch broke before this version, so versions between it and the
 	// one before may never have been observed.

@@ -215,7 +215,10 @@ func TestFailsByPolicy(t *testing.T) {
 		}, []string{Recovers}},
 		{"a failed Job with the counted restarts at maxRestarts fails the JobSet", func(h *history) []*unstructured.Unstructured {
 			return []*unstructured.Unstructured{
-				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { maxOne(js); js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1 }),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) {
+					maxOne(js)
+					js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1
+				}),
 				h.failedJob(1, "BackoffLimitExceeded"),
 				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) {
 					maxOne(js)
@@ -227,13 +230,19 @@ func TestFailsByPolicy(t *testing.T) {
 		{"a restart counted after a failed Job", func(h *history) []*unstructured.Unstructured {
 			return []*unstructured.Unstructured{
 				h.jobSetWith(running), h.pod(0, 0, 0, 0, -1), h.failedJob(0, "PodFailurePolicy"),
-				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { running(js); js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1 }),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) {
+					running(js)
+					js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1
+				}),
 			}
 		}, nil},
 		{"an in-place restart counted as a JobSet restart", func(h *history) []*unstructured.Unstructured {
 			return []*unstructured.Unstructured{
 				h.jobSetWith(running), h.pod(0, 0, 0, 0, -1),
-				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) { running(js); js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1 }),
+				h.jobSetWith(func(js *jobsetv1alpha2.JobSet) {
+					running(js)
+					js.Status.Restarts, js.Status.RestartsCountTowardsMax = 1, 1
+				}),
 			}
 		}, []string{FailsByPolicy}},
 		{"a FailJobSet rule that matches", func(h *history) []*unstructured.Unstructured {
