@@ -189,8 +189,12 @@ type Cluster struct {
 	// jobSetLogger is the JobSet controller's logger, kept to start it again; nil when the
 	// cluster runs no JobSet controller.
 	jobSetLogger *logr.Logger
-	kueue        *runningManager
-	storage      *runningManager
+	// userStart starts the caller's controller (RunController); userKill kills the one that
+	// runs, nil while it is down.
+	userStart StartFunc
+	userKill  func() error
+	kueue     *runningManager
+	storage   *runningManager
 	// kubeletAPI is the way from the apiserver to the kubelets' API (with nodes only).
 	kubeletAPI *kubeletAPI
 	// kubeletProcesses are the shards that run the nodes (Options.KubeletProcesses), and
@@ -519,6 +523,12 @@ func (c *Cluster) JobSetRunning() bool {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
+		c.componentsMu.Lock()
+		if c.userKill != nil { // the caller's controller first: it acts on all the rest
+			errs = append(errs, c.userKill())
+			c.userKill = nil
+		}
+		c.componentsMu.Unlock()
 		if c.Kubelet != nil {
 			c.Kubelet.Stop()
 		}

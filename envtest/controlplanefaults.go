@@ -22,9 +22,35 @@ import (
 // controller's pod that is killed loses its in-flight work and its webhook.
 const JobSetController = "jobset-controller"
 
+// UserController names the controller the caller runs against the cluster (RunController):
+// `restartbed explore --controller`'s command, say. KillComponent stops it at once, as a
+// controller pod that is killed; StartComponent starts it again.
+const UserController = "controller"
+
 // ComponentNames are the components a fault can kill and start again (KillComponent): the
-// control plane's binaries' names, and JobSetController.
-var ComponentNames = append(slices.Clip(controlplane.Binaries), JobSetController)
+// control plane's binaries' names, JobSetController and UserController.
+var ComponentNames = append(slices.Clip(controlplane.Binaries), JobSetController, UserController)
+
+// StartFunc starts the caller's controller and returns how to kill it: kill stops it at once
+// (SIGKILL, or a cancelled manager) and returns once it has exited.
+type StartFunc func() (kill func() error, err error)
+
+// RunController starts the caller's controller with start, and keeps start to run it again
+// after a KillComponent of UserController. The cluster kills it when it stops, before the
+// control plane. It fails if a controller runs already.
+func (c *Cluster) RunController(start StartFunc) error {
+	c.componentsMu.Lock()
+	defer c.componentsMu.Unlock()
+	if c.userStart != nil {
+		return fmt.Errorf("%s: a controller runs already", UserController)
+	}
+	kill, err := start()
+	if err != nil {
+		return err
+	}
+	c.userStart, c.userKill = start, kill
+	return nil
+}
 
 // KillComponent kills one of the control plane's processes at once (SIGKILL), as a machine that
 // loses power kills it: name is etcd, kube-apiserver, kube-controller-manager or
@@ -37,6 +63,19 @@ func (c *Cluster) KillComponent(name string) error {
 	c.componentsMu.Lock()
 	defer c.componentsMu.Unlock()
 	switch name {
+	case UserController:
+		if c.userStart == nil {
+			return fmt.Errorf("%s: no controller of yours runs against this cluster (Cluster.RunController; restartbed explore --controller)", name)
+		}
+		if c.userKill == nil {
+			return fmt.Errorf("%s is down already; StartComponent starts it", name)
+		}
+		err := c.userKill()
+		c.userKill = nil
+		if err != nil {
+			return fmt.Errorf("killing %s: %w", name, err)
+		}
+		return nil
 	case JobSetController:
 		if c.jobSetLogger == nil {
 			return fmt.Errorf("%s: restartbed's JobSet controller does not run in this cluster (Options.JobSet)", name)
@@ -93,6 +132,19 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 	c.componentsMu.Lock()
 	defer c.componentsMu.Unlock()
 	switch name {
+	case UserController:
+		if c.userStart == nil {
+			return fmt.Errorf("%s: no controller of yours runs against this cluster (Cluster.RunController; restartbed explore --controller)", name)
+		}
+		if c.userKill != nil {
+			return fmt.Errorf("%s runs; KillComponent kills it", name)
+		}
+		kill, err := c.userStart()
+		if err != nil {
+			return fmt.Errorf("starting %s again: %w", name, err)
+		}
+		c.userKill = kill
+		return nil
 	case JobSetController:
 		if c.jobSetLogger == nil {
 			return fmt.Errorf("%s: restartbed's JobSet controller does not run in this cluster (Options.JobSet)", name)

@@ -2,8 +2,10 @@ package envtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -109,6 +111,43 @@ func (f Faults) StartKubelet(ctx context.Context, node string) error {
 // RebootNode reboots the node.
 func (f Faults) RebootNode(ctx context.Context, node string) error {
 	return f.nodeFault(ctx, node, nodectl.NodeReboot, func(k *fakekubelet.Kubelet) error { return k.RebootNode(ctx, node) })
+}
+
+// ResetConnections resets the node's pods' connections to the apiserver.
+func (f Faults) ResetConnections(ctx context.Context, node string) error {
+	return f.nodeFault(ctx, node, nodectl.NodeResetConnections, func(k *fakekubelet.Kubelet) error {
+		_, err := k.ResetConnections(node)
+		return err
+	})
+}
+
+// ResetAllConnections resets every pod's connections to the apiserver, on every node the
+// cluster's kubelets run, at once: every agent's watch breaks together.
+func (f Faults) ResetAllConnections(ctx context.Context) error {
+	var nodes []string
+	if f.c.Kubelet != nil {
+		nodes = append(nodes, f.c.Kubelet.NodeNames()...)
+	}
+	for _, shard := range f.c.KubeletProcessNames() {
+		if f.c.kubeletProcess(shard).killed.Load() {
+			continue
+		}
+		held, err := f.ShardNodes(ctx, shard)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, held...)
+	}
+	if len(nodes) == 0 {
+		return fmt.Errorf("this cluster runs no node")
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(nodes))
+	for i, node := range nodes {
+		wg.Go(func() { errs[i] = f.ResetConnections(ctx, node) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // ExitContainer makes a running container's process exit with code.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,9 @@ type Options struct {
 	Faults []string
 	// PointFilter keeps only the points it accepts (nil: all).
 	PointFilter func(Point) bool
+	// Pairs adds, after every single fault, the schedules of two faults: one at a point and
+	// another at a later point of the reference run, in the seed's order.
+	Pairs bool
 	// Budget stops starting schedules once this much time has passed (0: no limit);
 	// MaxSchedules once this many have started (0: no limit).
 	Budget       time.Duration
@@ -63,11 +67,14 @@ const (
 	Errored = "error"
 )
 
-// Schedule is one replay: one fault at one point.
+// Schedule is one replay: one fault at one point, and with Pairs perhaps a second one later.
 type Schedule struct {
 	Index int    `json:"index"`
 	Point Point  `json:"point"`
 	Fault string `json:"fault"`
+	// Then is the second fault of a pair: it is injected when its point is reached after the
+	// first fault's (a trigger of its own, which may never fire once the first has changed the run).
+	Then *Injection `json:"then,omitempty"`
 	// Verdict is one of the verdicts above; Detail explains a divergence or an error.
 	Verdict    string                `json:"verdict"`
 	Detail     string                `json:"detail,omitempty"`
@@ -78,6 +85,45 @@ type Schedule struct {
 	Reproduced int     `json:"reproduced,omitempty"`
 	Confirmed  int     `json:"confirmed,omitempty"`
 	Seconds    float64 `json:"seconds"`
+}
+
+// Injection is one fault at one point.
+type Injection struct {
+	Point Point  `json:"point"`
+	Fault string `json:"fault"`
+}
+
+// String says what the schedule injects, where: "exit-worker when …, then partition when …".
+func (s *Schedule) String() string {
+	out := s.Fault + " when " + s.Point.Description
+	if s.Then != nil {
+		out += ", then " + s.Then.Fault + " when " + s.Then.Point.Description
+	}
+	return out
+}
+
+// schedules are the order of the replays: the single faults, then the pairs, each in the seed's
+// order, as indexes into base (every fault at every point it can act on). A pair is only built
+// when its turn comes: there are as many as the singles squared.
+type schedules struct {
+	base    []Schedule
+	singles []int32
+	pairs   [][2]int32
+}
+
+func (s *schedules) len() int { return len(s.singles) + len(s.pairs) }
+
+// at is schedule i of the order.
+func (s *schedules) at(i int) Schedule {
+	if i < len(s.singles) {
+		out := s.base[s.singles[i]]
+		out.Index = i
+		return out
+	}
+	p := s.pairs[i-len(s.singles)]
+	out, then := s.base[p[0]], s.base[p[1]]
+	out.Index, out.Then = i, &Injection{Point: then.Point, Fault: then.Fault}
+	return out
 }
 
 // Report is what an exploration found.
@@ -163,17 +209,31 @@ func Explore(ctx context.Context, file string, opts Options) (*Report, error) {
 			}
 		}
 	}
-	rep.Total = len(all)
 	rng := rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
-	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	var mine []Schedule
-	for i := range all {
-		all[i].Index = i
+	seq := &schedules{base: all, singles: make([]int32, len(all))}
+	for i := range seq.singles {
+		seq.singles[i] = int32(i)
+	}
+	rng.Shuffle(len(seq.singles), func(i, j int) { seq.singles[i], seq.singles[j] = seq.singles[j], seq.singles[i] })
+	if opts.Pairs {
+		// Every single fault followed by every other at a later point of the reference run.
+		for i := range all {
+			for j := range all {
+				if all[j].Point.Index > all[i].Point.Index {
+					seq.pairs = append(seq.pairs, [2]int32{int32(i), int32(j)})
+				}
+			}
+		}
+		rng.Shuffle(len(seq.pairs), func(i, j int) { seq.pairs[i], seq.pairs[j] = seq.pairs[j], seq.pairs[i] })
+	}
+	rep.Total = seq.len()
+	var mine []int
+	for i := range rep.Total {
 		if opts.Shards <= 1 || i%opts.Shards == opts.Shard {
-			mine = append(mine, all[i])
+			mine = append(mine, i)
 		}
 	}
-	progress("%d points, %d schedules; this run takes %d", len(rep.Points), len(all), len(mine))
+	progress("%d points, %d schedules (%d of them pairs); this run takes %d", len(rep.Points), rep.Total, len(seq.pairs), len(mine))
 
 	var mu sync.Mutex
 	next := 0
@@ -185,7 +245,7 @@ func Explore(ctx context.Context, file string, opts Options) (*Report, error) {
 			return Schedule{}, false
 		}
 		next++
-		return mine[next-1], true
+		return seq.at(mine[next-1]), true
 	}
 	var wg sync.WaitGroup
 	for range opts.Parallel {
@@ -196,8 +256,7 @@ func Explore(ctx context.Context, file string, opts Options) (*Report, error) {
 					return
 				}
 				s = runSchedule(ctx, src, s, fallback, faults, opts)
-				progress("schedule %d: %s at point %d (%s): %s (%.0fs)%s", s.Index, s.Fault, s.Point.Index, s.Point.Description,
-					s.Verdict, s.Seconds, suffix(s.Detail))
+				progress("schedule %d: %s: %s (%.0fs)%s", s.Index, s.String(), s.Verdict, s.Seconds, suffix(s.Detail))
 				mu.Lock()
 				rep.Schedules = append(rep.Schedules, s)
 				mu.Unlock()
@@ -219,20 +278,22 @@ func suffix(detail string) string {
 // runSchedule replays the scenario with the schedule's fault as a trigger and, on a violation,
 // writes the scenario file and replays it opts.Confirm times.
 func runSchedule(ctx context.Context, src *source, s Schedule, fallback *PodTarget, faults []Fault, opts Options) Schedule {
-	var fault Fault
-	for _, f := range faults {
-		if f.Name == s.Fault {
-			fault = f
-		}
+	trigger := func(in Injection) map[string]any {
+		i := slices.IndexFunc(faults, func(f Fault) bool { return f.Name == in.Fault })
+		return map[string]any{"name": fmt.Sprintf("%s when %s", in.Fault, in.Point.Description), "when": in.Point.When,
+			"steps": faults[i].steps(in.Point.target(fallback))}
 	}
-	trigger := map[string]any{"name": fmt.Sprintf("%s when %s", s.Fault, s.Point.Description), "when": s.Point.When,
-		"steps": fault.steps(s.Point.target(fallback))}
+	triggers := []map[string]any{trigger(Injection{Point: s.Point, Fault: s.Fault})}
 	name := fmt.Sprintf("%s-%s-at-%d", src.name, s.Fault, s.Point.Index)
+	if s.Then != nil {
+		triggers = append(triggers, trigger(*s.Then))
+		name += fmt.Sprintf("-then-%s-at-%d", s.Then.Fault, s.Then.Point.Index)
+	}
 	path := filepath.Join(opts.OutDir, name+".yaml")
 	if opts.OutDir == "" {
 		path = filepath.Join(filepath.Dir(src.file), name+".yaml")
 	}
-	data, err := src.with(trigger, name, path)
+	data, err := src.with(triggers, name, path)
 	if err != nil {
 		s.Verdict, s.Detail = Errored, err.Error()
 		return s
@@ -278,7 +339,7 @@ func replay(ctx context.Context, data *variant, run scenarios.RunOptions, trace 
 		s.Detail = res.Violations[0].String()
 	case res.Err != nil:
 		s.Verdict, s.Detail = Errored, res.Err.Error()
-	case len(res.Triggers) > 0 && !res.Triggers[0].Fired:
+	case slices.ContainsFunc(res.Triggers, func(t scenarios.TriggerResult) bool { return !t.Fired }):
 		s.Verdict = Unreached
 	case !res.Passed():
 		s.Verdict = Diverged
@@ -322,10 +383,10 @@ func readSource(file string) (*source, error) {
 	return &source{file: file, name: sc.Metadata.Name, doc: &doc}, nil
 }
 
-// with is the scenario with the built-in invariants on and the trigger (nil: none) added, named
+// with is the scenario with the built-in invariants on and the triggers added, named
 // name (empty: its own), to be written at path: the files it names are made relative to path's
 // directory.
-func (s *source) with(trigger map[string]any, name, path string) (*variant, error) {
+func (s *source) with(add []map[string]any, name, path string) (*variant, error) {
 	var doc yaml.Node
 	if err := copyNode(s.doc, &doc); err != nil {
 		return nil, err
@@ -362,7 +423,7 @@ func (s *source) with(trigger map[string]any, name, path string) (*variant, erro
 		}
 		invs.Content = append(invs.Content, &n)
 	}
-	if trigger != nil {
+	for _, trigger := range add {
 		triggers := yamlpath.Value(spec, "triggers")
 		if triggers == nil {
 			triggers = &yaml.Node{Kind: yaml.SequenceNode}
@@ -410,9 +471,13 @@ func (s *source) rebase(spec *yaml.Node, dir string) error {
 	}
 	each(yamlpath.Value(spec, "objects"), func(o *yaml.Node) { fix(yamlpath.Value(o, "file")) })
 	each(yamlpath.Value(spec, "programs"), func(p *yaml.Node) { fix(yamlpath.Value(p, "binary")) })
-	each(yamlpath.Value(spec, "steps"), func(st *yaml.Node) {
-		each(yamlpath.Value(st, "apply"), func(o *yaml.Node) { fix(yamlpath.Value(o, "file")) })
-	})
+	steps := func(list *yaml.Node) {
+		each(list, func(st *yaml.Node) {
+			each(yamlpath.Value(st, "apply"), func(o *yaml.Node) { fix(yamlpath.Value(o, "file")) })
+		})
+	}
+	steps(yamlpath.Value(spec, "steps"))
+	each(yamlpath.Value(spec, "triggers"), func(t *yaml.Node) { steps(yamlpath.Value(t, "steps")) })
 	return nil
 }
 

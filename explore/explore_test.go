@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,13 +54,18 @@ func TestScheduleScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out", "small-exit-worker-at-3.yaml")
-	trigger := map[string]any{"name": "t", "when": "pods.size() > 0", "steps": []map[string]any{{"sleep": "1s"}}}
-	v, err := src.with(trigger, "small-exit-worker-at-3", out)
+	// One trigger per kind of fault, so that every fault's steps are checked to load.
+	target := &PodTarget{Selector: "app=x", Worker: "worker", Agent: "agent"}
+	var triggers []map[string]any
+	for i, f := range Faults {
+		triggers = append(triggers, map[string]any{"name": f.Name, "when": fmt.Sprintf("pods.size() > %d", i), "steps": f.steps(target)})
+	}
+	v, err := src.with(triggers, "small-exit-worker-at-3", out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(v.bytes)
-	for _, want := range []string{"name: small-exit-worker-at-3", "file: ../src/manifests/job.yaml", "builtin: jobset-in-place", "when: pods.size() > 0"} {
+	for _, want := range []string{"name: small-exit-worker-at-3", "file: ../src/manifests/job.yaml", "builtin: jobset-in-place", "when: pods.size() > 0", "kind: FlowSchema"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the schedule's scenario lacks %q:\n%s", want, text)
 		}
@@ -77,8 +83,8 @@ func TestScheduleScenario(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the written scenario does not load: %v\n%s", err, text)
 	}
-	if len(sc.Spec.Triggers) != 1 || len(sc.Spec.Invariants) != 1 {
-		t.Errorf("triggers %d, invariants %d; want 1 and 1", len(sc.Spec.Triggers), len(sc.Spec.Invariants))
+	if len(sc.Spec.Triggers) != len(Faults) || len(sc.Spec.Invariants) != 1 {
+		t.Errorf("triggers %d, invariants %d; want %d and 1", len(sc.Spec.Triggers), len(sc.Spec.Invariants), len(Faults))
 	}
 	// A source that already has the built-in set does not get it twice.
 	again, err := readSource(out)
@@ -124,5 +130,35 @@ func TestPointsOfATrace(t *testing.T) {
 	}
 	if p := points[0]; p.Pod == nil || p.Pod.Selector != "jobset.sigs.k8s.io/jobset-name=js,batch.kubernetes.io/job-name=js-w-0,batch.kubernetes.io/job-completion-index=0" || p.Pod.Worker != "worker" {
 		t.Errorf("the point's pod: %+v", p.Pod)
+	}
+}
+
+// The order of the schedules: every single fault first, then the pairs, the second fault of each
+// at a later point than the first; numbered in that order.
+func TestSchedulesWithPairs(t *testing.T) {
+	var base []Schedule
+	for p := range 3 {
+		for _, f := range []string{"a", "b"} {
+			base = append(base, Schedule{Point: Point{Index: p}, Fault: f})
+		}
+	}
+	seq := &schedules{base: base, singles: []int32{5, 4, 3, 2, 1, 0}, pairs: [][2]int32{{0, 2}, {1, 5}}}
+	if seq.len() != 8 {
+		t.Fatalf("len %d, want 8", seq.len())
+	}
+	for i := range seq.len() {
+		s := seq.at(i)
+		if s.Index != i {
+			t.Errorf("schedule %d has index %d", i, s.Index)
+		}
+		if (i < 6) != (s.Then == nil) {
+			t.Errorf("schedule %d: %s", i, s.String())
+		}
+		if s.Then != nil && s.Then.Point.Index <= s.Point.Index {
+			t.Errorf("schedule %d's second fault is not later: %s", i, s.String())
+		}
+	}
+	if got := seq.at(7); got.String() != "b when , then b when " || got.Point.Index != 0 || got.Then.Point.Index != 2 {
+		t.Errorf("schedule 7: %+v then %+v", got, got.Then)
 	}
 }

@@ -34,8 +34,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		if s.Verdict != Violated && s.Verdict != Errored {
 			continue
 		}
-		fmt.Fprintf(&b, "\nschedule %d: %s when %s (point %d, at %.1fs of the reference run): %s\n",
-			s.Index, s.Fault, s.Point.Description, s.Point.Index, s.Point.At, strings.ToUpper(s.Verdict))
+		fmt.Fprintf(&b, "\nschedule %d: %s (point %d, at %.1fs of the reference run): %s\n",
+			s.Index, s.String(), s.Point.Index, s.Point.At, strings.ToUpper(s.Verdict))
 		for _, v := range s.Violations {
 			fmt.Fprintf(&b, "  %s\n", v)
 			for _, line := range v.Trace {
@@ -65,7 +65,7 @@ func (r *Report) sorted() []Schedule {
 func (r *Report) WriteJUnit(w io.Writer) error {
 	suite := junit.Suite{Name: "explore " + r.Scenario, Time: r.Seconds}
 	for _, s := range r.sorted() {
-		c := junit.Case{Name: fmt.Sprintf("%d %s when %s", s.Index, s.Fault, s.Point.Description), Classname: r.Scenario, Time: s.Seconds}
+		c := junit.Case{Name: fmt.Sprintf("%d %s", s.Index, s.String()), Classname: r.Scenario, Time: s.Seconds}
 		switch s.Verdict {
 		case Violated:
 			suite.Failures++

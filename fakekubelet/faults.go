@@ -110,6 +110,24 @@ func (k *Kubelet) RestartKubelet(name string) error {
 	return nil
 }
 
+// ResetConnections resets every connection the node's pods hold open to the apiserver, as a
+// load balancer or a network blip between the node and the control plane does: each watch of
+// their programs (the agent's JobSet watch) ends with an error and its client lists or watches
+// again, and a request in flight fails. In-process programs lose the responses they are reading;
+// host binaries their TCP connections through the pod network. The node's kubelet keeps its
+// own connections. It returns how many responses and connections it broke.
+func (k *Kubelet) ResetConnections(name string) (int, error) {
+	n, err := k.node(name)
+	if err != nil {
+		return 0, err
+	}
+	broken := n.ResetConnections()
+	if k.network != nil {
+		broken += k.network.ResetAPIServerConnections(name)
+	}
+	return broken, nil
+}
+
 // StopKubelet stops a node's kubelet process, as `systemctl kill` of its unit does: the node's
 // containers run on (a crash is not restarted, an exit not reported), and nothing of the kubelet
 // acts until StartKubelet: no Lease renewals or node status (the node lifecycle controller marks

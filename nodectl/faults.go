@@ -22,6 +22,7 @@ type Faults interface {
 	RecoverNode(ctx context.Context, node string) error
 	RestartKubelet(node string) error
 	RebootNode(ctx context.Context, node string) error
+	ResetConnections(node string) (int, error)
 	ExitContainer(namespace, pod, container string, code int32) error
 	OOMKill(namespace, pod, container string) error
 	Exec(ctx context.Context, namespace, pod, container string, argv []string) (int, string, error)
@@ -37,6 +38,8 @@ const (
 	// stopped kubelet, or starting a running one, is refused as fakekubelet refuses it.
 	NodeStopKubelet  = "stop-kubelet"
 	NodeStartKubelet = "start-kubelet"
+	// NodeResetConnections resets the node's pods' connections to the apiserver.
+	NodeResetConnections = "reset-connections"
 )
 
 // Container faults, the verbs of POST /v1/pods/NAMESPACE/POD/containers/CONTAINER/VERB.
@@ -70,7 +73,7 @@ type done struct {
 // serveFaults adds the fault routes:
 //
 //	POST /v1/nodes/NODE/VERB                                VERB: fail, recover, restart-kubelet, reboot,
-//	                                                        stop-kubelet, start-kubelet
+//	                                                        stop-kubelet, start-kubelet, reset-connections
 //	POST /v1/pods/NAMESPACE/POD/containers/CONTAINER/VERB   VERB: exit {"code"}, oom-kill, exec {"command"}
 //
 // A fault the kubelet refuses (an unknown node or pod, a container not running, a node already
@@ -92,9 +95,11 @@ func (s *Server) serveFaults(f Faults) {
 			err = s.kubelets.StopKubelet(node)
 		case NodeStartKubelet:
 			err = s.kubelets.StartKubelet(r.Context(), node)
+		case NodeResetConnections:
+			_, err = f.ResetConnections(node)
 		default:
 			writeError(w, http.StatusBadRequest, fmt.Errorf("unknown node fault %q: one of %s", verb,
-				strings.Join([]string{NodeFail, NodeRecover, NodeRestartKubelet, NodeReboot, NodeStopKubelet, NodeStartKubelet}, ", ")))
+				strings.Join([]string{NodeFail, NodeRecover, NodeRestartKubelet, NodeReboot, NodeStopKubelet, NodeStartKubelet, NodeResetConnections}, ", ")))
 			return
 		}
 		answer(w, done{true}, err)

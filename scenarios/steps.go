@@ -36,12 +36,14 @@ type Step struct {
 	StopKubelet    *NodeTarget       `yaml:"stopKubelet"`
 	StartKubelet   *NodeTarget       `yaml:"startKubelet"`
 	RebootNode     *NodeTarget       `yaml:"rebootNode"`
-	OOMKill        *ContainerTarget  `yaml:"oomKill"`
-	KillShard      *ShardTarget      `yaml:"killShard"`
-	FailShard      *ShardTarget      `yaml:"failShard"`
-	RecoverShard   *ShardTarget      `yaml:"recoverShard"`
-	KillComponent  *ComponentTarget  `yaml:"killComponent"`
-	StartComponent *ComponentTarget  `yaml:"startComponent"`
+	// ResetConnections with no node resets every node's pods' connections.
+	ResetConnections *NodeTarget      `yaml:"resetConnections"`
+	OOMKill          *ContainerTarget `yaml:"oomKill"`
+	KillShard        *ShardTarget     `yaml:"killShard"`
+	FailShard        *ShardTarget     `yaml:"failShard"`
+	RecoverShard     *ShardTarget     `yaml:"recoverShard"`
+	KillComponent    *ComponentTarget `yaml:"killComponent"`
+	StartComponent   *ComponentTarget `yaml:"startComponent"`
 
 	// Line is where the step starts in its file.
 	Line int `yaml:"-"`
@@ -130,6 +132,14 @@ var stepKinds = []stepKind{
 	{"startKubelet", func(s *Step) bool { return s.StartKubelet != nil }, func(c *stepCheck) stepAction {
 		return c.nodeStep("startKubelet", c.step.StartKubelet, func(ctx context.Context, r *runner, node string) error {
 			return r.cluster.Faults().StartKubelet(ctx, node)
+		})
+	}},
+	{"resetConnections", func(s *Step) bool { return s.ResetConnections != nil }, func(c *stepCheck) stepAction {
+		if t := c.step.ResetConnections; t.Node == "" && t.NodeOf == nil {
+			return resetAllStep{}
+		}
+		return c.nodeStep("resetConnections", c.step.ResetConnections, func(ctx context.Context, r *runner, node string) error {
+			return r.cluster.Faults().ResetConnections(ctx, node)
 		})
 	}},
 	{"rebootNode", func(s *Step) bool { return s.RebootNode != nil }, func(c *stepCheck) stepAction {
@@ -481,6 +491,15 @@ func (n nodeStep) title() string { return n.key + " " + n.target.String() }
 
 func (n nodeStep) run(ctx context.Context, r *runner) error {
 	return r.onNode(ctx, n.target, func(node string) error { return n.do(ctx, r, node) })
+}
+
+// resetConnections with no node: every pod's connections to the apiserver, on every node.
+type resetAllStep struct{}
+
+func (resetAllStep) title() string { return "resetConnections on every node" }
+
+func (resetAllStep) run(ctx context.Context, r *runner) error {
+	return r.cluster.Faults().ResetAllConnections(ctx)
 }
 
 // killShard, failShard, recoverShard: a fault of a whole kubelet process, named or as the

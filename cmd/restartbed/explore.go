@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 type exploreFlags struct {
 	faults                    []string
 	budget                    time.Duration
+	pairs                     bool
 	maxSchedules, parallel    int
 	confirm                   int
 	seed                      uint64
@@ -47,14 +47,17 @@ func newExploreCommand() *cobra.Command {
 invariants on (spec.invariants builtin: jobset-in-place) beside the scenario's own, and reads from
 its trace the points it passed: each container's state, each pod's attempt, each JobSet attempt and
 restart count, each node's readiness. It then replays the scenario once per schedule, one fault at
-one point (a spec.triggers entry whose when is the point), on a fresh cluster each time.
+one point (a spec.triggers entry whose when is the point), on a fresh cluster each time. With
+--pairs, once every single fault has had its turn, it replays pairs: one fault at a point and a
+second at a later point (unreached if the first changed the run so that the second never came).
 
 A schedule ends as violated (an invariant broke), held, diverged (invariants held but a step of
 the scenario failed, which a fault may cause), unreached (the replay never reached the point) or
 error. Each violation is written to --out as a scenario file that ` + "`restartbed run`" + ` replays, and
 replayed --confirm times to say how often it reproduces.
 
-Faults (--faults, default all):
+Faults (--faults, default all but restart-controller; with --controller, all but
+restart-jobset-controller):
 ` + faultHelp() + `
 
 --controller runs your controller instead of restartbed's JobSet controller: a command (sh -c)
@@ -73,7 +76,8 @@ input. docs/explore.md has the invariants and a worked example.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.faults, "faults", nil, "the faults to inject, comma-separated (default all: "+strings.Join(explore.FaultNames(), ", ")+")")
+	fl.StringSliceVar(&f.faults, "faults", nil, "the faults to inject, comma-separated (default: "+strings.Join(explore.DefaultFaults(false), ", ")+"; with --controller, restart-controller for restart-jobset-controller)")
+	fl.BoolVar(&f.pairs, "pairs", false, "after the single faults, replay pairs of faults: one at a point, another at a later one")
 	fl.DurationVar(&f.budget, "budget", 0, "stop starting schedules after this long (0: run them all)")
 	fl.IntVar(&f.maxSchedules, "max-schedules", 0, "stop after this many schedules (0: no limit)")
 	fl.IntVarP(&f.parallel, "parallel", "p", 1, "replays to run at once, each with its own control plane")
@@ -99,7 +103,7 @@ func faultHelp() string {
 }
 
 func runExplore(cmd *cobra.Command, file string, f exploreFlags) error {
-	opts := explore.Options{Faults: f.faults, Budget: f.budget, MaxSchedules: f.maxSchedules, Parallel: f.parallel, Seed: f.seed,
+	opts := explore.Options{Faults: f.faults, Pairs: f.pairs, Budget: f.budget, MaxSchedules: f.maxSchedules, Parallel: f.parallel, Seed: f.seed,
 		OutDir: f.out, Confirm: f.confirm, Progress: cmd.ErrOrStderr()}
 	if f.pointMatch != "" {
 		opts.PointFilter = func(p explore.Point) bool { return strings.Contains(p.Description, f.pointMatch) }
@@ -169,8 +173,8 @@ func runExplore(cmd *cobra.Command, file string, f exploreFlags) error {
 		defer wait()
 		opts.Run.Started = started
 		if len(f.faults) == 0 {
-			// restartbed's JobSet controller does not run: its fault has nothing to act on.
-			opts.Faults = slices.DeleteFunc(explore.FaultNames(), func(n string) bool { return n == "restart-jobset-controller" })
+			// Your controller restarts instead of restartbed's JobSet controller, which does not run.
+			opts.Faults = explore.DefaultFaults(true)
 		}
 	}
 	rep, err := explore.Explore(cmd.Context(), file, opts)
@@ -218,8 +222,10 @@ func writeFile(path string, write func(w io.Writer) error) error {
 
 // controllerCommand starts the user's controller for each replay: sh -c command in a process
 // group of its own, with the cluster's admin kubeconfig in $KUBECONFIG and its output to
-// stderr. When the replay's steps end the group gets SIGTERM (SIGKILL for the shell 10 s later);
-// wait returns once every controller started has exited, so that none outlives explore.
+// stderr. It is the cluster's envtest.UserController, so the restart-controller fault kills its
+// group (SIGKILL) and starts it again. When the replay's steps end the group gets SIGTERM (SIGKILL
+// for the shell 10 s later); wait returns once every controller started has exited, so that
+// none outlives explore.
 func controllerCommand(command string, stderr io.Writer) (started func(context.Context, *envtest.Cluster) error, wait func()) {
 	var running sync.WaitGroup
 	started = func(ctx context.Context, c *envtest.Cluster) error {
@@ -231,17 +237,31 @@ func controllerCommand(command string, stderr io.Writer) (started func(context.C
 		if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 			return fmt.Errorf("--controller: writing its kubeconfig: %w", err)
 		}
-		proc := exec.CommandContext(ctx, "sh", "-c", command)
-		proc.Env = append(os.Environ(), "KUBECONFIG="+path)
-		proc.Stdout, proc.Stderr = stderr, stderr
-		proc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		proc.Cancel = func() error { return syscall.Kill(-proc.Process.Pid, syscall.SIGTERM) }
-		proc.WaitDelay = 10 * time.Second
-		if err := proc.Start(); err != nil {
-			return fmt.Errorf("--controller %q: %w", command, err)
-		}
-		running.Go(func() { _ = proc.Wait() }) // it ends with ctx; its exit status is its own business
-		return nil
+		return c.RunController(func() (func() error, error) {
+			// Started again after a kill, it still ends with the replay, not with the step.
+			proc := exec.CommandContext(ctx, "sh", "-c", command)
+			proc.Env = append(os.Environ(), "KUBECONFIG="+path)
+			proc.Stdout, proc.Stderr = stderr, stderr
+			proc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			proc.Cancel = func() error { return syscall.Kill(-proc.Process.Pid, syscall.SIGTERM) }
+			proc.WaitDelay = 10 * time.Second
+			if err := proc.Start(); err != nil {
+				return nil, fmt.Errorf("--controller %q: %w", command, err)
+			}
+			done := make(chan struct{})
+			running.Go(func() {
+				_ = proc.Wait() // its exit status is its own business
+				close(done)
+			})
+			kill := func() error {
+				if err := syscall.Kill(-proc.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+					return err
+				}
+				<-done
+				return nil
+			}
+			return kill, nil
+		})
 	}
 	return started, running.Wait
 }

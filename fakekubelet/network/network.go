@@ -75,6 +75,57 @@ type Network struct {
 
 	randMu sync.Mutex
 	rand   *rand.Rand
+
+	// toAPIServer are the open connections to Options.APIServer, by the node of the interface
+	// that dialled them: what ResetAPIServerConnections closes.
+	toAPIServerMu sync.Mutex
+	toAPIServer   map[string]map[*apiServerConn]struct{}
+}
+
+// apiServerConn is a connection to the apiserver, forgotten by its network when it closes.
+type apiServerConn struct {
+	net.Conn
+	n    *Network
+	node string
+	once sync.Once
+}
+
+func (c *apiServerConn) Close() error {
+	c.once.Do(func() {
+		c.n.toAPIServerMu.Lock()
+		delete(c.n.toAPIServer[c.node], c)
+		c.n.toAPIServerMu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// trackAPIServer keeps c, dialled to the apiserver from node, for ResetAPIServerConnections.
+func (n *Network) trackAPIServer(node string, c net.Conn) net.Conn {
+	tc := &apiServerConn{Conn: c, n: n, node: node}
+	n.toAPIServerMu.Lock()
+	defer n.toAPIServerMu.Unlock()
+	if n.toAPIServer == nil {
+		n.toAPIServer = map[string]map[*apiServerConn]struct{}{}
+	}
+	if n.toAPIServer[node] == nil {
+		n.toAPIServer[node] = map[*apiServerConn]struct{}{}
+	}
+	n.toAPIServer[node][tc] = struct{}{}
+	return tc
+}
+
+// ResetAPIServerConnections closes every connection the node's addresses hold open to the
+// apiserver (Options.APIServer), as a reset would: the process reading one gets an error and
+// connects again. It returns how many it closed.
+func (n *Network) ResetAPIServerConnections(node string) int {
+	n.toAPIServerMu.Lock()
+	conns := n.toAPIServer[node]
+	delete(n.toAPIServer, node)
+	n.toAPIServerMu.Unlock()
+	for c := range conns {
+		_ = c.Conn.Close()
+	}
+	return len(conns)
 }
 
 // New returns a network with no address attached.
@@ -297,6 +348,9 @@ func (i *Interface) Dial(ctx context.Context, address string) (net.Conn, error) 
 	c, err := peer.connect(ctx, local, ap, target)
 	if err != nil {
 		return nil, opErr(err)
+	}
+	if i.net.opts.APIServer.IsValid() && target.Addr() == i.net.opts.APIServer {
+		c = i.net.trackAPIServer(i.node, c)
 	}
 	return c, nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,10 @@ type Node struct {
 	kubeletDown atomic.Bool
 	// postedImages are the images the node's status last posted (Set.images).
 	postedImages atomic.Pointer[[]corev1.ContainerImage]
+	// open are the responses the node's pods' programs are reading now (Network), which
+	// ResetConnections breaks.
+	openMu sync.Mutex
+	open   map[*partitionedBody]struct{}
 }
 
 // Name is the node's name.
@@ -145,9 +150,40 @@ func (n *Node) StopKubelet() bool { return n.kubeletDown.CompareAndSwap(false, t
 func (n *Node) StartKubelet() bool { return n.kubeletDown.CompareAndSwap(true, false) }
 
 // Network wraps the transport of a pod's programs: while the node is partitioned, requests fail
-// as on an unreachable network and open responses (watches) break at their next read.
+// as on an unreachable network and open responses (watches) break at their next read;
+// ResetConnections breaks the open responses at once.
 func (n *Node) Network(rt http.RoundTripper) http.RoundTripper {
 	return partitionedTransport{node: n, next: rt}
+}
+
+// ResetConnections breaks every response the node's pods' programs are reading, as a reset of
+// their connections would: a watch ends with an error and its client watches again. It returns
+// how many it broke.
+func (n *Node) ResetConnections() int {
+	n.openMu.Lock()
+	open := n.open
+	n.open = nil
+	n.openMu.Unlock()
+	for b := range open {
+		b.reset.Store(true)
+		_ = b.ReadCloser.Close() // wakes a Read in progress
+	}
+	return len(open)
+}
+
+func (n *Node) opened(b *partitionedBody) {
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	if n.open == nil {
+		n.open = map[*partitionedBody]struct{}{}
+	}
+	n.open[b] = struct{}{}
+}
+
+func (n *Node) closed(b *partitionedBody) {
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	delete(n.open, b)
 }
 
 type partitionedTransport struct {
@@ -163,7 +199,9 @@ func (t partitionedTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &partitionedBody{ReadCloser: resp.Body, node: t.node, host: req.URL.Host}
+	b := &partitionedBody{ReadCloser: resp.Body, node: t.node, host: req.URL.Host}
+	t.node.opened(b)
+	resp.Body = b
 	return resp, nil
 }
 
@@ -173,14 +211,25 @@ func (n *Node) unreachable(host string) error {
 
 type partitionedBody struct {
 	io.ReadCloser
-	node *Node
-	host string
+	node  *Node
+	host  string
+	reset atomic.Bool
 }
 
 func (b *partitionedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if b.node.Partitioned() {
+	switch {
+	case b.reset.Load():
+		return 0, fmt.Errorf("read tcp %s: connection reset by peer (restartbed: node %s's connections were reset)", b.host, b.node.Name())
+	case b.node.Partitioned():
 		return 0, b.node.unreachable(b.host)
+	case err != nil:
+		b.node.closed(b) // the response is over: nothing left to break
 	}
 	return n, err
+}
+
+func (b *partitionedBody) Close() error {
+	b.node.closed(b)
+	return b.ReadCloser.Close()
 }

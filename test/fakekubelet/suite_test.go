@@ -58,7 +58,7 @@ func TestFakeKubelet(t *testing.T) {
 
 var _ = BeforeSuite(func(ctx context.Context) {
 	cluster = specs.StartCluster(ctx, envtest.Options{Nodes: pools, Programs: []program.Rule{
-		{Container: "whoami", Program: whoami}, {Container: "pinger", Program: pinger}},
+		{Container: "whoami", Program: whoami}, {Container: "pinger", Program: pinger}, {Container: "watcher", Program: watcher}},
 		Images: []images.Rule{{Image: "not-exist-image:*", Missing: true}, {Image: "flaky.example/*", FailPulls: 1}}})
 	k8s = cluster.Client
 }, NodeTimeout(specs.StartTimeout))
@@ -103,6 +103,32 @@ var pinger = program.Func(func(ctx context.Context, c *program.Container) int {
 		case <-c.Clock.After(100 * time.Millisecond):
 		}
 	}
+})
+
+// watcher watches the ConfigMaps of its namespace as its pod's service account, and watches
+// again whenever a watch ends: it logs "watching" at each start and "watch ended" at each end.
+var watcher = program.Func(func(ctx context.Context, c *program.Container) int {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		fmt.Fprintln(c.Stdout, err)
+		return 1
+	}
+	for ctx.Err() == nil {
+		w, err := cs.CoreV1().ConfigMaps(c.Pod.Namespace).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			fmt.Fprintln(c.Stdout, err)
+			select {
+			case <-ctx.Done():
+			case <-c.Clock.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		fmt.Fprintln(c.Stdout, "watching")
+		for range w.ResultChan() {
+		}
+		fmt.Fprintln(c.Stdout, "watch ended")
+	}
+	return 0
 })
 
 func newNamespace(ctx context.Context) string {
