@@ -26,7 +26,7 @@ type Fault struct {
 const (
 	partitionFor = 5 * time.Second
 	downFor      = 3 * time.Second
-	throttleFor  = 5 * time.Second
+	throttleFor  = 3 * time.Second
 )
 
 // Faults are the kinds of fault, in the order schedules try them at each point.

@@ -52,20 +52,27 @@ func TestExplore(t *testing.T) {
 
 // --controller runs the user's controller against each replay's cluster with its kubeconfig, in
 // place of restartbed's JobSet controller: here one that labels the node the scenario waits for.
+// The restart-controller fault kills it and starts it again.
 func TestExploreRunsTheUsersController(t *testing.T) {
 	bin, kubectl := buildCLI(t), kubectl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	starts := filepath.Join(t.TempDir(), "starts")
 	cmd := exec.CommandContext(ctx, bin, "explore", "testdata/explore-controller.yaml", "--out", t.TempDir(), "-o", "json",
-		"--controller", kubectl+` label node node-0 controller=ran && exec sleep 600`)
+		"--faults", "restart-controller", "--max-schedules", "1",
+		"--controller", "echo started >> "+starts+" && "+kubectl+` label --overwrite node node-0 controller=ran && exec sleep 600`)
 	out, err := cmd.Output()
 	var rep explore.Report
-	if err != nil || json.Unmarshal(out, &rep) != nil || rep.Reference.Verdict != explore.Held {
+	if err != nil || json.Unmarshal(out, &rep) != nil || rep.Reference.Verdict != explore.Held || len(rep.Schedules) != 1 || rep.Schedules[0].Verdict != explore.Held {
 		var stderr []byte
 		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 			stderr = exit.Stderr
 		}
 		t.Fatalf("restartbed explore --controller: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+	// Once for the reference run, twice for the schedule: started, killed, started again.
+	if data, err := os.ReadFile(starts); err != nil || strings.Count(string(data), "started") != 3 {
+		t.Errorf("the controller started %q times (%v), want 3", data, err)
 	}
 }
 

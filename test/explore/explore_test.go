@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -118,5 +119,68 @@ func TestForgetfulAgentIsCaught(t *testing.T) {
 	if s.Reproduced != s.Confirmed || s.Confirmed != 1 {
 		data, _ := os.ReadFile(s.File)
 		t.Errorf("the written scenario reproduced the violation %d of %d times:\n%s", s.Reproduced, s.Confirmed, data)
+	}
+}
+
+// throttleSeen is how many requests the apiserver's API Priority and Fairness rejected for the
+// throttle of flow schema name, as the highest count its metrics showed while the replays ran.
+type throttleSeen struct {
+	mu       sync.Mutex
+	rejected map[string]bool // cluster directory → the throttle's rejections appeared in its metrics
+}
+
+// watch polls the cluster's apiserver metrics until ctx ends and notes whether the flow schema
+// rejected a request.
+func (s *throttleSeen) watch(ctx context.Context, c *envtest.Cluster, flowSchema string) {
+	series := `apiserver_flowcontrol_rejected_requests_total{flow_schema="` + flowSchema + `"`
+	for ctx.Err() == nil {
+		data, err := c.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err == nil && strings.Contains(string(data), series) {
+			s.mu.Lock()
+			s.rejected[c.Dir()] = true
+			s.mu.Unlock()
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// The throttle-kubelets fault makes the real apiserver refuse the kubelets' writes with 429, as
+// API Priority and Fairness does, and the group runs on once it is lifted.
+func TestThrottledKubeletsAreRefused(t *testing.T) {
+	t.Parallel()
+	seen := &throttleSeen{rejected: map[string]bool{}}
+	var clusters []string
+	rep, err := explore.Explore(context.Background(), "testdata/steady.yaml", explore.Options{
+		Faults: []string{"throttle-kubelets"},
+		PointFilter: func(p explore.Point) bool {
+			return p.Description == "container worker of pod story1-workers-0-0 is running (restart 0)"
+		},
+		OutDir: t.TempDir(),
+		Run: scenarios.RunOptions{Started: func(ctx context.Context, c *envtest.Cluster) error {
+			clusters = append(clusters, c.Dir()) // the replays run one after another
+			go seen.watch(ctx, c, "restartbed-throttle-kubelets")
+			return nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reference.Verdict != explore.Held || len(rep.Schedules) != 1 || len(clusters) != 2 {
+		t.Fatalf("reference %s, %d schedules, %d clusters; want held, 1, 2", rep.Reference.Verdict, len(rep.Schedules), len(clusters))
+	}
+	if s := rep.Schedules[0]; s.Verdict != explore.Held {
+		t.Errorf("schedule %s: %s", s.Verdict, s.Detail)
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if seen.rejected[clusters[0]] {
+		t.Error("the reference run's apiserver rejected kubelet requests: nothing throttled it")
+	}
+	if !seen.rejected[clusters[1]] {
+		t.Error("the apiserver never rejected a kubelet's request while the throttle was on")
 	}
 }
