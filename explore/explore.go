@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -343,16 +344,33 @@ func replay(ctx context.Context, data *variant, run scenarios.RunOptions, trace 
 		s.Verdict = Unreached
 	case !res.Passed():
 		s.Verdict = Diverged
-		for _, st := range res.Steps {
-			if st.Status == scenarios.Failed {
-				s.Detail = fmt.Sprintf("step %d (%s) failed", st.Index, st.Title)
-				break
-			}
-		}
+		s.Detail = firstFailure(res)
 	default:
 		s.Verdict = Held
 	}
 	return s
+}
+
+// firstFailure says which step of the scenario, or of a fault's trigger, failed first.
+func firstFailure(res *scenarios.Result) string {
+	for _, st := range res.Steps {
+		if st.Status == scenarios.Failed {
+			return fmt.Sprintf("step %d (%s) failed", st.Index, st.Title)
+		}
+	}
+	for _, t := range res.Triggers {
+		for _, st := range t.Steps {
+			if st.Status == scenarios.Failed {
+				return fmt.Sprintf("the fault's step %s failed: %s", st.Title, firstLine(st.Failure))
+			}
+		}
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // source is the scenario file as a YAML tree, to which each schedule adds its trigger.
