@@ -52,13 +52,13 @@ func forgetfulAgent() program.Program {
 	})
 }
 
-// exploreSteady explores testdata/steady.yaml with one fault, a worker's crash once the group
-// runs, under the given agent.
-func exploreSteady(t *testing.T, agentProgram program.Program) *explore.Report {
+// exploreSteady explores testdata/steady.yaml with the faults at one point, once the group
+// runs, under the given agent; started is called with each replay's cluster, one after another.
+func exploreSteady(t *testing.T, agentProgram program.Program, faults []string, started func(context.Context, *envtest.Cluster)) *explore.Report {
 	t.Helper()
 	out := t.TempDir()
 	rep, err := explore.Explore(context.Background(), "testdata/steady.yaml", explore.Options{
-		Faults: []string{"exit-worker"},
+		Faults: faults,
 		// One point: the first worker of the first Job is running, at the first attempt.
 		PointFilter: func(p explore.Point) bool {
 			return p.Description == "container worker of pod story1-workers-0-0 is running (restart 0)"
@@ -66,6 +66,11 @@ func exploreSteady(t *testing.T, agentProgram program.Program) *explore.Report {
 		OutDir: out, Confirm: 1,
 		Run: scenarios.RunOptions{Configure: func(o *envtest.Options) {
 			o.Builtins = program.Builtins{builtins.Agent: agentProgram}
+		}, Started: func(ctx context.Context, c *envtest.Cluster) error {
+			if started != nil {
+				started(ctx, c)
+			}
+			return nil
 		}},
 	})
 	if err != nil {
@@ -74,22 +79,40 @@ func exploreSteady(t *testing.T, agentProgram program.Program) *explore.Report {
 	if rep.Reference.Verdict != explore.Held {
 		t.Fatalf("the reference run did not hold: %s: %s", rep.Reference.Verdict, rep.Reference.Detail)
 	}
-	if len(rep.Schedules) != 1 {
+	if len(rep.Schedules) != len(faults) {
 		var b strings.Builder
 		for _, p := range rep.Points {
 			b.WriteString("\n  " + p.Description)
 		}
-		t.Fatalf("want 1 schedule, got %d; the points:%s", len(rep.Schedules), b.String())
+		t.Fatalf("want %d schedules, got %d; the points:%s", len(faults), len(rep.Schedules), b.String())
 	}
 	return rep
 }
 
-// The correct agent recovers from the crash with every invariant kept.
+// The correct agent recovers from a worker's crash with every invariant kept, and so does the
+// group when the real apiserver refuses its kubelets' writes with 429 for a while, as API
+// Priority and Fairness does (seen in the apiserver's own metrics).
 func TestCorrectAgentHolds(t *testing.T) {
 	t.Parallel()
-	rep := exploreSteady(t, builtins.AgentProgram(builtins.AgentOptions{}))
-	if s := rep.Schedules[0]; s.Verdict != explore.Held {
-		t.Fatalf("schedule %s: %s", s.Verdict, s.Detail)
+	seen := &throttleSeen{rejected: map[string]bool{}}
+	var clusters []string
+	rep := exploreSteady(t, builtins.AgentProgram(builtins.AgentOptions{}), []string{"exit-worker", "throttle-kubelets"},
+		func(ctx context.Context, c *envtest.Cluster) {
+			clusters = append(clusters, c.Dir()) // one replay after another: the reference, then the schedules in their order
+			go seen.watch(ctx, c, "restartbed-throttle-kubelets")
+		})
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if seen.rejected[clusters[0]] {
+		t.Error("the reference run's apiserver rejected kubelet requests: nothing throttled it")
+	}
+	for i, s := range rep.Schedules {
+		if s.Verdict != explore.Held {
+			t.Errorf("schedule %s: %s: %s", s.String(), s.Verdict, s.Detail)
+		}
+		if got, want := seen.rejected[clusters[i+1]], s.Fault == "throttle-kubelets"; got != want {
+			t.Errorf("schedule %s: the apiserver rejected kubelet requests: %t, want %t", s.String(), got, want)
+		}
 	}
 }
 
@@ -98,7 +121,7 @@ func TestCorrectAgentHolds(t *testing.T) {
 // breaks the same invariant.
 func TestForgetfulAgentIsCaught(t *testing.T) {
 	t.Parallel()
-	rep := exploreSteady(t, forgetfulAgent())
+	rep := exploreSteady(t, forgetfulAgent(), []string{"exit-worker"}, nil)
 	s := rep.Schedules[0]
 	if s.Verdict != explore.Violated {
 		t.Fatalf("schedule %s (%s): the broken agent was not caught", s.Verdict, s.Detail)
@@ -122,8 +145,8 @@ func TestForgetfulAgentIsCaught(t *testing.T) {
 	}
 }
 
-// throttleSeen is how many requests the apiserver's API Priority and Fairness rejected for the
-// throttle of flow schema name, as the highest count its metrics showed while the replays ran.
+// throttleSeen notes, per cluster, whether its apiserver's API Priority and Fairness rejected a
+// request of a throttle's flow schema while the cluster ran.
 type throttleSeen struct {
 	mu       sync.Mutex
 	rejected map[string]bool // cluster directory → the throttle's rejections appeared in its metrics
@@ -145,42 +168,5 @@ func (s *throttleSeen) watch(ctx context.Context, c *envtest.Cluster, flowSchema
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
 		}
-	}
-}
-
-// The throttle-kubelets fault makes the real apiserver refuse the kubelets' writes with 429, as
-// API Priority and Fairness does, and the group runs on once it is lifted.
-func TestThrottledKubeletsAreRefused(t *testing.T) {
-	t.Parallel()
-	seen := &throttleSeen{rejected: map[string]bool{}}
-	var clusters []string
-	rep, err := explore.Explore(context.Background(), "testdata/steady.yaml", explore.Options{
-		Faults: []string{"throttle-kubelets"},
-		PointFilter: func(p explore.Point) bool {
-			return p.Description == "container worker of pod story1-workers-0-0 is running (restart 0)"
-		},
-		OutDir: t.TempDir(),
-		Run: scenarios.RunOptions{Started: func(ctx context.Context, c *envtest.Cluster) error {
-			clusters = append(clusters, c.Dir()) // the replays run one after another
-			go seen.watch(ctx, c, "restartbed-throttle-kubelets")
-			return nil
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Reference.Verdict != explore.Held || len(rep.Schedules) != 1 || len(clusters) != 2 {
-		t.Fatalf("reference %s, %d schedules, %d clusters; want held, 1, 2", rep.Reference.Verdict, len(rep.Schedules), len(clusters))
-	}
-	if s := rep.Schedules[0]; s.Verdict != explore.Held {
-		t.Errorf("schedule %s: %s", s.Verdict, s.Detail)
-	}
-	seen.mu.Lock()
-	defer seen.mu.Unlock()
-	if seen.rejected[clusters[0]] {
-		t.Error("the reference run's apiserver rejected kubelet requests: nothing throttled it")
-	}
-	if !seen.rejected[clusters[1]] {
-		t.Error("the apiserver never rejected a kubelet's request while the throttle was on")
 	}
 }

@@ -29,19 +29,7 @@ var agentScenarios = []string{"story1-fast-recovery.yaml", "story2-recreate-then
 // and Story 2's exit codes must do what the KEP says, with the real agent.
 func TestUpstreamAgent(t *testing.T) {
 	t.Parallel()
-	if err := hostproc.Check(); err != nil {
-		if os.Getenv(requireHostBinaries) != "" {
-			t.Fatalf("%s is set and this host cannot run host binaries: %v", requireHostBinaries, err)
-		}
-		t.Skipf("this host cannot run host binaries: %v", err)
-	}
-	bin := t.TempDir()
-	agentBinary, manager := filepath.Join(bin, "in-place-restart-agent"), filepath.Join(bin, "jobset-manager")
-	for target, pkg := range map[string]string{agentBinary: "sigs.k8s.io/jobset/cmd/in-place-restart-agent", manager: "sigs.k8s.io/jobset"} {
-		if out, err := exec.Command("go", "build", "-o", target, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
+	agentBinary, manager := upstreamBinaries(t)
 	for _, mode := range []struct {
 		name     string
 		upstream bool
@@ -66,19 +54,14 @@ func TestUpstreamAgent(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				var progress strings.Builder
-				opts := scenarios.RunOptions{Progress: &progress, AllowHostBinaries: true}
+				opts := scenarios.RunOptions{AllowHostBinaries: true}
 				if mode.upstream {
-					opts.Configure = func(o *envtest.Options) {
-						o.JobSet = false
-						o.Scheme = newScheme(t)
-						o.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{upstreamManifest(t, "webhook", "manifests.yaml")}}
-						o.CRDDirectoryPaths = []string{upstreamManifest(t, "crd", "bases")}
-					}
-					opts.Started = func(ctx context.Context, cluster *envtest.Cluster) error {
-						runManager(ctx, t, cluster, manager, "featureGates: {InPlaceRestart: true}\n")
+					opts = upstreamOptions(t, func(ctx context.Context, cluster *envtest.Cluster) error {
+						runManager(ctx, t, cluster, manager, inPlaceGate)
 						return nil
-					}
+					})
 				}
+				opts.Progress = &progress
 				res := scenarios.Run(ctx, sc, opts)
 				t.Log("\n" + progress.String())
 				if !res.Passed() {
@@ -87,6 +70,43 @@ func TestUpstreamAgent(t *testing.T) {
 			})
 		}
 	}
+}
+
+// inPlaceGate is the manager's configuration that turns on in-place restart.
+const inPlaceGate = "featureGates: {InPlaceRestart: true}\n"
+
+// upstreamBinaries builds upstream's agent and manager, unmodified, from this module's
+// sigs.k8s.io/jobset. A host that cannot run host binaries skips the test, or fails it when
+// requireHostBinaries is set.
+func upstreamBinaries(t *testing.T) (agent, manager string) {
+	t.Helper()
+	if err := hostproc.Check(); err != nil {
+		if os.Getenv(requireHostBinaries) != "" {
+			t.Fatalf("%s is set and this host cannot run host binaries: %v", requireHostBinaries, err)
+		}
+		t.Skipf("this host cannot run host binaries: %v", err)
+	}
+	bin := t.TempDir()
+	agent, manager = filepath.Join(bin, "in-place-restart-agent"), filepath.Join(bin, "jobset-manager")
+	for target, pkg := range map[string]string{agent: "sigs.k8s.io/jobset/cmd/in-place-restart-agent", manager: "sigs.k8s.io/jobset"} {
+		if out, err := exec.Command("go", "build", "-o", target, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return agent, manager
+}
+
+// upstreamOptions are the run options of a cluster with upstream's CRD and webhooks and no
+// JobSet controller of restartbed's; started runs upstream's manager on it.
+func upstreamOptions(t *testing.T, started func(context.Context, *envtest.Cluster) error) scenarios.RunOptions {
+	return scenarios.RunOptions{AllowHostBinaries: true,
+		Configure: func(o *envtest.Options) {
+			o.JobSet = false
+			o.Scheme = newScheme(t)
+			o.Webhooks = crenvtest.WebhookInstallOptions{Paths: []string{upstreamManifest(t, "webhook", "manifests.yaml")}}
+			o.CRDDirectoryPaths = []string{upstreamManifest(t, "crd", "bases")}
+		},
+		Started: started}
 }
 
 // upstreamManifest is the path of a manifest (or directory) under upstream's config/components.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,13 +171,34 @@ func startCluster(ctx context.Context, t *testing.T, upstream bool, configure fu
 }
 
 // runManager runs upstream's manager against the cluster, serving its webhooks where the cluster
-// registered them; extra is more of its configuration file (YAML lines).
+// registered them, until the test ends; extra is more of its configuration file (YAML lines).
 func runManager(ctx context.Context, t *testing.T, cluster *envtest.Cluster, bin, extra string) {
 	t.Helper()
-	dir := t.TempDir()
-	kubeconfig, err := cluster.Kubeconfig()
+	logs := &syncBuffer{}
+	start, err := managerStart(ctx, cluster, bin, t.TempDir(), extra, logs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	kill, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kill()
+		if t.Failed() {
+			t.Logf("upstream's manager said (last 4 KiB):\n%s", tail(logs.String(), 4096))
+		}
+	})
+}
+
+// managerStart writes the manager's kubeconfig and configuration into dir and returns how to
+// start it: each start returns once its webhooks answer (its logs in the error if it exited or
+// never served them), with how to kill it and wait for it. Every start's output
+// goes to logs. The manager also ends with ctx.
+func managerStart(ctx context.Context, cluster *envtest.Cluster, bin, dir, extra string, logs *syncBuffer) (envtest.StartFunc, error) {
+	kubeconfig, err := cluster.Kubeconfig()
+	if err != nil {
+		return nil, err
 	}
 	serving := cluster.WebhookServerOptions()
 	config := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
@@ -187,48 +209,68 @@ webhook: {host: %q, port: %d, certDir: %q}
 %s`, serving.Host, serving.Port, serving.CertDir, extra)
 	for name, data := range map[string][]byte{"kubeconfig": kubeconfig, "config.yaml": []byte(config)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	var logs bytes.Buffer
-	manager := exec.CommandContext(ctx, bin, "--config", filepath.Join(dir, "config.yaml"),
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
-	manager.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"))
-	manager.Stdout, manager.Stderr = &logs, &logs
-	if err := manager.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- manager.Wait() }()
-	t.Cleanup(func() {
-		_ = manager.Process.Kill()
-		if err := <-exited; t.Failed() {
-			t.Logf("upstream's manager (%v) said (last 4 KiB):\n%s", err, tail(logs.String(), 4096))
+	return func() (func() error, error) {
+		manager := exec.CommandContext(ctx, bin, "--config", filepath.Join(dir, "config.yaml"),
+			"--metrics-bind-address=0", "--health-probe-bind-address=0")
+		manager.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "kubeconfig"))
+		manager.Stdout, manager.Stderr = logs, logs
+		if err := manager.Start(); err != nil {
+			return nil, err
 		}
-	})
-	// As on a cluster, where a JobSet is applied once the manager's Deployment is ready (its
-	// readyz waits for the webhook server), nothing is applied before the webhooks answer: the
-	// apiserver would reject it with "connection refused".
-	addr := net.JoinHostPort(serving.Host, strconv.Itoa(serving.Port))
-	deadline := time.NewTimer(managerStartTimeout)
-	defer deadline.Stop()
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = conn.Close()
-			return
+		exited := make(chan error, 1)
+		go func() { exited <- manager.Wait() }()
+		kill := func() error {
+			_ = manager.Process.Kill()
+			exited <- <-exited // killed, as asked: its exit status says nothing more
+			return nil
 		}
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("upstream's manager exited before serving its webhooks: %v", err)
-		case <-deadline.C:
-			t.Fatalf("upstream's manager does not serve its webhooks at %s after %v: %v", addr, managerStartTimeout, err)
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		// As on a cluster, where a JobSet is applied once the manager's Deployment is ready (its
+		// readyz waits for the webhook server), nothing is applied before the webhooks answer: the
+		// apiserver would reject it with "connection refused".
+		addr := net.JoinHostPort(serving.Host, strconv.Itoa(serving.Port))
+		deadline := time.NewTimer(managerStartTimeout)
+		defer deadline.Stop()
+		for {
+			conn, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				_ = conn.Close()
+				return kill, nil
+			}
+			select {
+			case err := <-exited:
+				exited <- err
+				return nil, fmt.Errorf("upstream's manager exited before serving its webhooks: %v; it said (last 4 KiB):\n%s", err, tail(logs.String(), 4096))
+			case <-deadline.C:
+				_ = kill()
+				return nil, fmt.Errorf("upstream's manager does not serve its webhooks at %s after %v: %v", addr, managerStartTimeout, err)
+			case <-ctx.Done():
+				_ = kill()
+				return nil, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
-	}
+	}, nil
+}
+
+// syncBuffer is a bytes.Buffer a process writes to while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // managerStartTimeout bounds how long upstream's manager may take to serve its webhooks.
