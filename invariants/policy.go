@@ -112,6 +112,8 @@ func (c *JobSetInPlace) failureCause(js *jobSetState) string {
 
 // ruleMatchesAny reports whether one of the JobSet's failed Jobs matches the rule: its reason
 // listed (or none), a message pattern matching (or none), its replicated Job targeted (or none).
+// It is read from the API's documented rule, not shared with restartbed's controller: the
+// invariant judges that controller and upstream's alike.
 func (c *JobSetInPlace) ruleMatchesAny(js *jobSetState, r *jobsetv1alpha2.FailurePolicyRule) bool {
 	for _, j := range js.failedJobs {
 		if len(r.OnJobFailureReasons) > 0 && !slices.Contains(r.OnJobFailureReasons, j.reason) {

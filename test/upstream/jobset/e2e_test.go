@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
+	"github.com/restartbed/restartbed/test/specs"
 )
 
 // upstreamSpecs is how many specs upstream's suite has; all must pass in every mode.
@@ -174,7 +174,7 @@ func startCluster(ctx context.Context, t *testing.T, upstream bool, configure fu
 // registered them, until the test ends; extra is more of its configuration file (YAML lines).
 func runManager(ctx context.Context, t *testing.T, cluster *envtest.Cluster, bin, extra string) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &specs.SyncBuffer{}
 	start, err := managerStart(ctx, cluster, bin, t.TempDir(), extra, logs)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func runManager(ctx context.Context, t *testing.T, cluster *envtest.Cluster, bin
 // start it: each start returns once its webhooks answer (its logs in the error if it exited or
 // never served them), with how to kill it and wait for it. Every start's output
 // goes to logs. The manager also ends with ctx.
-func managerStart(ctx context.Context, cluster *envtest.Cluster, bin, dir, extra string, logs *syncBuffer) (envtest.StartFunc, error) {
+func managerStart(ctx context.Context, cluster *envtest.Cluster, bin, dir, extra string, logs *specs.SyncBuffer) (envtest.StartFunc, error) {
 	kubeconfig, err := cluster.Kubeconfig()
 	if err != nil {
 		return nil, err
@@ -253,24 +253,6 @@ webhook: {host: %q, port: %d, certDir: %q}
 			}
 		}
 	}, nil
-}
-
-// syncBuffer is a bytes.Buffer a process writes to while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // managerStartTimeout bounds how long upstream's manager may take to serve its webhooks.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/explore"
+	"github.com/restartbed/restartbed/test/specs"
 )
 
 // TestExploreUpstream explores KEP-467 Story 1 with upstream JobSet v0.12.0's manager and its
@@ -25,7 +26,7 @@ func TestExploreUpstream(t *testing.T) {
 	agent, manager := upstreamBinaries(t)
 	file := withAgentBinary(t, filepath.Join("..", "..", "..", "scenarios", "examples", "story1-fast-recovery.yaml"), agent)
 	opts := upstreamOptions(t, func(ctx context.Context, cluster *envtest.Cluster) error {
-		start, err := managerStart(ctx, cluster, manager, cluster.Dir(), inPlaceGate, &syncBuffer{})
+		start, err := managerStart(ctx, cluster, manager, cluster.Dir(), inPlaceGate, &specs.SyncBuffer{})
 		if err != nil {
 			return err
 		}
