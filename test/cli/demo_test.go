@@ -13,6 +13,7 @@ import (
 // the control plane, the pods the Job controller made, the in-place restart keeping the pod and
 // its IP, and the foreground deletion.
 func TestDemo(t *testing.T) {
+	t.Parallel() // its own process and cluster
 	bin := buildCLI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -42,6 +43,7 @@ func TestDemo(t *testing.T) {
 
 // Bad flags are refused before anything starts.
 func TestDemoRefusesBadFlags(t *testing.T) {
+	t.Parallel() // its own process and cluster
 	bin := buildCLI(t)
 	for _, args := range [][]string{{"--nodes", "0"}, {"--parallelism", "0"}} {
 		out, err := exec.Command(bin, append([]string{"demo"}, args...)...).CombinedOutput()

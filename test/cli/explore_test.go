@@ -17,6 +17,7 @@ import (
 // `restartbed explore` as CI or a user runs it: one fault at one point of a steady JobSet, the
 // report as JSON and JUnit, exit status 0 when every invariant held.
 func TestExplore(t *testing.T) {
+	t.Parallel() // its own process and cluster
 	bin := buildCLI(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -54,6 +55,7 @@ func TestExplore(t *testing.T) {
 // place of restartbed's JobSet controller: here one that labels the node the scenario waits for.
 // The restart-controller fault kills it and starts it again.
 func TestExploreRunsTheUsersController(t *testing.T) {
+	t.Parallel() // its own process and cluster
 	bin, kubectl := buildCLI(t), kubectl(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -78,6 +80,7 @@ func TestExploreRunsTheUsersController(t *testing.T) {
 
 // Bad input is refused with what is wrong, before anything starts.
 func TestExploreRefusesBadInput(t *testing.T) {
+	t.Parallel() // its own process and cluster
 	bin := buildCLI(t)
 	for _, tc := range []struct {
 		args []string
