@@ -90,6 +90,23 @@ type apiServerConn struct {
 	once sync.Once
 }
 
+// CloseWrite shuts down the sending half, as the connection it wraps does (a TCP connection or an
+// in-memory one); a connection without halves cannot.
+func (c *apiServerConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// CloseRead shuts down the receiving half, as CloseWrite does the sending one.
+func (c *apiServerConn) CloseRead() error {
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return cr.CloseRead()
+	}
+	return errors.ErrUnsupported
+}
+
 func (c *apiServerConn) Close() error {
 	c.once.Do(func() {
 		c.n.toAPIServerMu.Lock()

@@ -353,4 +353,24 @@ func TestKubernetesServiceLeadsToTheControlPlane(t *testing.T) {
 	if _, err := exchange(t, c, "10.0.0.1:443"); err == nil || !strings.Contains(err.Error(), "no route to host") {
 		t.Errorf("a partitioned node's pod to the kubernetes Service: %v, want no route to host", err)
 	}
+
+	// A reset closes the node's open connections to the apiserver, and only those; the ones
+	// already closed are forgotten.
+	open, err := a.Dial(context.Background(), "10.0.0.1:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if _, ok := open.(interface{ CloseWrite() error }); !ok {
+		t.Error("a connection to the apiserver lost its halves")
+	}
+	if got := n.ResetAPIServerConnections("node-c"); got != 0 {
+		t.Errorf("node-c had %d connections to reset, want 0", got)
+	}
+	if got := n.ResetAPIServerConnections("node-a"); got != 1 {
+		t.Errorf("node-a had %d connections to reset, want 1 (the closed exchange is forgotten)", got)
+	}
+	if _, err := open.Read(make([]byte, 1)); err == nil {
+		t.Error("a read on a reset connection succeeded")
+	}
 }
