@@ -33,6 +33,9 @@ func (k faultyKubelets) RestartKubelet(node string) error { return k.record("res
 func (k faultyKubelets) RebootNode(_ context.Context, node string) error {
 	return k.record("reboot", node)
 }
+func (k faultyKubelets) ResetConnections(node string) (int, error) {
+	return 2, k.record("reset-connections", node)
+}
 func (k faultyKubelets) ExitContainer(ns, pod, c string, code int32) error {
 	return k.record(fmt.Sprintf("exit %d", code), ns+"/"+pod+"/"+c)
 }
@@ -48,7 +51,7 @@ func TestFaults(t *testing.T) {
 	k := faultyKubelets{newKubelets("node-0")}
 	c := serveFake(t, k)
 
-	for _, verb := range []string{NodeFail, NodeRecover, NodeRestartKubelet, NodeReboot, NodeStopKubelet, NodeStartKubelet} {
+	for _, verb := range []string{NodeFail, NodeRecover, NodeRestartKubelet, NodeReboot, NodeStopKubelet, NodeStartKubelet, NodeResetConnections} {
 		if err := c.NodeFault(ctx, "node-0", verb); err != nil {
 			t.Errorf("%s: %v", verb, err)
 		}
@@ -63,7 +66,7 @@ func TestFaults(t *testing.T) {
 	if err != nil || code != 3 || out != "sh -c exit 3" {
 		t.Errorf("exec = %d, %q, %v; want 3 and the command echoed", code, out, err)
 	}
-	want := "[fail node-0 recover node-0 restart-kubelet node-0 reboot node-0 stop node-0 start node-0 exit 42 ns/pod-a/worker oom-kill ns/pod-a/worker exec ns/pod-a/worker]"
+	want := "[fail node-0 recover node-0 restart-kubelet node-0 reboot node-0 stop node-0 start node-0 reset-connections node-0 exit 42 ns/pod-a/worker oom-kill ns/pod-a/worker exec ns/pod-a/worker]"
 	if got := fmt.Sprint(k.took()); got != want {
 		t.Errorf("the kubelets took %s, want %s", got, want)
 	}
