@@ -136,7 +136,7 @@ func init() {
 		{envtest.JobSetController, "jobset-controller"}, {envtest.UserController, "controller"},
 	} {
 		Faults = append(Faults, Fault{Name: "restart-" + c.short,
-			Does: fmt.Sprintf("%s is killed (SIGKILL) and started again %s later, its data kept", c.name, downFor),
+			Does:           fmt.Sprintf("%s is killed (SIGKILL) and started again %s later, its data kept", c.name, downFor),
 			userController: c.name == envtest.UserController,
 			steps: func(*PodTarget) []map[string]any {
 				target := map[string]any{"component": c.name}
