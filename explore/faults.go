@@ -128,20 +128,24 @@ func init() {
 		}})
 }
 
-// The component faults kill one control-plane process, or restartbed's JobSet controller, and
-// start it again with its data kept.
+// The component faults kill one control-plane process, restartbed's JobSet controller or the
+// caller's controller, and start it again with its data kept.
 func init() {
 	for _, c := range []struct{ name, short string }{
 		{"kube-apiserver", "apiserver"}, {"etcd", "etcd"}, {"kube-controller-manager", "controller-manager"}, {"kube-scheduler", "scheduler"},
 		{envtest.JobSetController, "jobset-controller"}, {envtest.UserController, "controller"},
 	} {
-		Faults = append(Faults, Fault{Name: "restart-" + c.short,
-			Does:           fmt.Sprintf("%s is killed (SIGKILL) and started again %s later, its data kept", c.name, downFor),
-			userController: c.name == envtest.UserController,
+		f := Fault{Name: "restart-" + c.short,
+			Does: fmt.Sprintf("%s is killed (SIGKILL) and started again %s later, its data kept", c.name, downFor),
 			steps: func(*PodTarget) []map[string]any {
 				target := map[string]any{"component": c.name}
 				return []map[string]any{{"killComponent": target}, {"sleep": downFor.String()}, {"startComponent": target}}
-			}})
+			}}
+		if c.name == envtest.UserController {
+			f.userController = true
+			f.Does = fmt.Sprintf("with --controller: your controller's process group is killed (SIGKILL) and its command started again %s later", downFor)
+		}
+		Faults = append(Faults, f)
 	}
 }
 
