@@ -242,10 +242,10 @@ webhook: {host: %q, port: %d, certDir: %q}
 			select {
 			case err := <-exited:
 				exited <- err
-				return nil, fmt.Errorf("upstream's manager exited before serving its webhooks: %v; it said (last 4 KiB):\n%s", err, tail(logs.String(), 4096))
+				return nil, fmt.Errorf("upstream's manager exited before serving its webhooks: %w; it said (last 4 KiB):\n%s", err, tail(logs.String(), 4096))
 			case <-deadline.C:
 				_ = kill()
-				return nil, fmt.Errorf("upstream's manager does not serve its webhooks at %s after %v: %v", addr, managerStartTimeout, err)
+				return nil, fmt.Errorf("upstream's manager does not serve its webhooks at %s after %v: %w", addr, managerStartTimeout, err)
 			case <-ctx.Done():
 				_ = kill()
 				return nil, ctx.Err()
