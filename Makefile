@@ -57,6 +57,11 @@ explore: build envtest-assets ## restartbed explore of Story 1, Story 2 and the 
 		$(BIN)/restartbed explore scenarios/examples/$$s.yaml -p 2 --budget $(EXPLORE_BUDGET) --out explore-violations/$$s \
 			--junit explore-violations/$$s.xml || status=1; done; exit $${status:-0}
 
+.PHONY: explore-upstream
+explore-upstream: envtest-assets ## The same sweep with upstream JobSet v0.12.0's manager and agent binary (root only; test/upstream/jobset): reports and violations into explore-violations/upstream/.
+	cd test/upstream/jobset && $(GO) test -count=1 -timeout 0 -run 'TestExploreUpstream$$' -v . \
+		-explore-sweep -explore-budget $(EXPLORE_BUDGET) -explore-out $(CURDIR)/explore-violations/upstream
+
 # KWOK, built from its module into the user cache, for make bench-kwok.
 KWOK_VERSION := v0.8.0
 KWOK_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/restartbed/kwok/$(KWOK_VERSION)

@@ -2,6 +2,7 @@ package explore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +52,10 @@ type Options struct {
 	Run scenarios.RunOptions
 	// Progress receives a line per replay. Nil: nothing.
 	Progress io.Writer
+	// ReplayCommand is the command, before a violation's file, that replays it as the
+	// exploration ran it: the report shows it (default "restartbed run"; the CLI adds its
+	// --controller, --crds and --allow-host-binaries).
+	ReplayCommand string
 }
 
 // Verdicts of a schedule.
@@ -137,6 +142,8 @@ type Report struct {
 	Total     int        `json:"total"`
 	Schedules []Schedule `json:"schedules"`
 	Seconds   float64    `json:"seconds"`
+	// Replay is the command that, given a violation's file, replays it (Options.ReplayCommand).
+	Replay string `json:"replay"`
 }
 
 // Violations counts the schedules that broke an invariant.
@@ -171,7 +178,7 @@ func Explore(ctx context.Context, file string, opts Options) (*Report, error) {
 	// The budget is wall time: the replays' components run on the real clock too.
 	clk := clock.RealClock{}
 	start := clk.Now()
-	rep := &Report{Scenario: file, Faults: FaultNames()}
+	rep := &Report{Scenario: file, Faults: FaultNames(), Replay: cmp.Or(opts.ReplayCommand, "restartbed run")}
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {
 			fmt.Fprintf(opts.Progress, format+"\n", args...)

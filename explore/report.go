@@ -46,7 +46,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s\n", s.Detail)
 		}
 		if s.File != "" {
-			fmt.Fprintf(&b, "  replay: restartbed run %s (reproduced %d of %d)\n", s.File, s.Reproduced, s.Confirmed)
+			fmt.Fprintf(&b, "  replay: %s %s (reproduced %d of %d)\n", r.Replay, s.File, s.Reproduced, s.Confirmed)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -74,7 +74,7 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 				fmt.Fprintf(&text, "%s\n%s\n", v, strings.Join(v.Trace, "\n"))
 			}
 			if s.File != "" {
-				fmt.Fprintf(&text, "replay: restartbed run %s\n", s.File)
+				fmt.Fprintf(&text, "replay: %s %s\n", r.Replay, s.File)
 			}
 			c.Failure = &junit.Message{Message: s.Detail, Text: text.String()}
 		case Errored:

@@ -1,22 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/envtest/controlplane"
@@ -33,8 +27,7 @@ type exploreFlags struct {
 	seed                      uint64
 	shard, output, junit, out string
 	pointMatch                string
-	controller                string
-	crds                      []string
+	user                      userController
 	allowBinaries             bool
 }
 
@@ -88,8 +81,7 @@ input. docs/explore.md has the invariants and a worked example.`,
 	fl.IntVar(&f.confirm, "confirm", 1, "replay each violation's scenario file this many times to see it reproduce")
 	fl.StringVarP(&f.output, "output", "o", "text", "text or json")
 	fl.StringVar(&f.junit, "junit", "", "write JUnit XML to this file (one testcase per schedule)")
-	fl.StringVar(&f.controller, "controller", "", "a command (run by sh -c) that runs your controller against each replay's cluster, its kubeconfig in $KUBECONFIG, instead of restartbed's JobSet controller")
-	fl.StringArrayVar(&f.crds, "crds", nil, "install these CustomResourceDefinitions (a file, or a directory's .yaml files) in each replay's cluster, before its controllers start (with --controller: your JobSet CRD)")
+	f.user.addFlags(fl, "each replay's")
 	fl.BoolVar(&f.allowBinaries, "allow-host-binaries", false, "let the scenario run host executables as containers' processes (needs root)")
 	return cmd
 }
@@ -152,31 +144,23 @@ func runExplore(cmd *cobra.Command, file string, f exploreFlags) error {
 	if err != nil {
 		return exitError{code: exitFailed, err: fmt.Errorf("this binary's path: %w", err)}
 	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, path := range f.crds {
-		more, err := scenarios.ReadCRDs(path)
-		if err != nil {
-			return exitError{code: exitInvalid, err: fmt.Errorf("--crds: %w", err)}
-		}
-		crds = append(crds, more...)
+	crds, err := f.user.readCRDs()
+	if err != nil {
+		return exitError{code: exitInvalid, err: err}
 	}
 	opts.Run = scenarios.RunOptions{AllowHostBinaries: f.allowBinaries, KubeletCommand: []string{self},
-		Configure: func(o *envtest.Options) {
-			o.Logger = &logger
-			o.CRDs = append(o.CRDs, crds...)
-			if f.controller != "" {
-				o.JobSet = false
-			}
-		}}
-	if f.controller != "" {
-		started, wait := controllerCommand(f.controller, cmd.ErrOrStderr())
-		defer wait()
-		opts.Run.Started = started
-		if len(f.faults) == 0 {
-			// Your controller restarts instead of restartbed's JobSet controller, which does not run.
-			opts.Faults = explore.DefaultFaults(true)
-		}
+		Configure: func(o *envtest.Options) { o.Logger = &logger }}
+	defer f.user.apply(&opts.Run, crds, cmd.ErrOrStderr())()
+	if f.user.command != "" && len(f.faults) == 0 {
+		// Your controller restarts instead of restartbed's JobSet controller, which does not run.
+		opts.Faults = explore.DefaultFaults(true)
 	}
+	// A violation's scenario replays with the same controller and permissions.
+	replay := append([]string{"restartbed", "run"}, f.user.flags()...)
+	if f.allowBinaries {
+		replay = append(replay, "--allow-host-binaries")
+	}
+	opts.ReplayCommand = shellWords(replay)
 	rep, err := explore.Explore(cmd.Context(), file, opts)
 	if rep == nil {
 		return exitError{code: exitFailed, err: err}
@@ -218,50 +202,4 @@ func writeFile(path string, write func(w io.Writer) error) error {
 		return err
 	}
 	return f.Close()
-}
-
-// controllerCommand starts the user's controller for each replay: sh -c command in a process
-// group of its own, with the cluster's admin kubeconfig in $KUBECONFIG and its output to
-// stderr. It is the cluster's envtest.UserController, so the restart-controller fault kills its
-// group (SIGKILL) and starts it again. When the replay's steps end the group gets SIGTERM (SIGKILL
-// for the shell 10 s later); wait returns once every controller started has exited, so that
-// none outlives explore.
-func controllerCommand(command string, stderr io.Writer) (started func(context.Context, *envtest.Cluster) error, wait func()) {
-	var running sync.WaitGroup
-	started = func(ctx context.Context, c *envtest.Cluster) error {
-		kubeconfig, err := c.Kubeconfig()
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(c.Dir(), "controller.kubeconfig")
-		if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-			return fmt.Errorf("--controller: writing its kubeconfig: %w", err)
-		}
-		return c.RunController(func() (func() error, error) {
-			// Started again after a kill, it still ends with the replay, not with the step.
-			proc := exec.CommandContext(ctx, "sh", "-c", command)
-			proc.Env = append(os.Environ(), "KUBECONFIG="+path)
-			proc.Stdout, proc.Stderr = stderr, stderr
-			proc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			proc.Cancel = func() error { return syscall.Kill(-proc.Process.Pid, syscall.SIGTERM) }
-			proc.WaitDelay = 10 * time.Second
-			if err := proc.Start(); err != nil {
-				return nil, fmt.Errorf("--controller %q: %w", command, err)
-			}
-			done := make(chan struct{})
-			running.Go(func() {
-				_ = proc.Wait() // its exit status is its own business
-				close(done)
-			})
-			kill := func() error {
-				if err := syscall.Kill(-proc.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-					return err
-				}
-				<-done
-				return nil
-			}
-			return kill, nil
-		})
-	}
-	return started, running.Wait
 }

@@ -28,6 +28,7 @@ func newRunCommand() *cobra.Command {
 	var parallel int
 	var junit, trace, timingName, version string
 	var allowBinaries bool
+	var user userController
 	cmd := &cobra.Command{
 		Use:   "run FILE|DIR...",
 		Short: "Replay scenarios, each on a fresh cluster, and report every step",
@@ -42,6 +43,13 @@ it holds in both; expressions that read the timing variable (timing.defaultToler
 A program rule may run a host executable as a container's process (spec.programs[].binary), in
 namespaces of its own; such a scenario runs only with --allow-host-binaries, which needs root
 (docs/host-binaries.md). Without it the scenario is refused and nothing starts.
+
+--controller runs your controller instead of restartbed's JobSet controller: a command (sh -c)
+started for each scenario once its cluster is up and before its objects are applied, the
+cluster's kubeconfig in $KUBECONFIG; it gets SIGTERM (its process group) when the steps end, and
+a killComponent step of component controller kills it. --crds installs CustomResourceDefinitions
+(your JobSet CRD, say) before the controllers start. A scenario restartbed explore wrote for your
+controller replays with the same flags (its report prints them).
 
 Exit status: 0 every step of every scenario passed; 1 a step failed or a cluster could not run;
 2 a scenario file is invalid, or names a host binary without --allow-host-binaries (each problem
@@ -59,7 +67,7 @@ The format is documented in docs/scenarios.md.`,
 				}
 			}
 			return runScenarios(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args,
-				runFlags{parallel: parallel, junit: junit, trace: trace, timing: timingName, version: version, allowBinaries: allowBinaries})
+				runFlags{parallel: parallel, junit: junit, trace: trace, timing: timingName, version: version, allowBinaries: allowBinaries, user: user})
 		},
 	}
 	cmd.Flags().IntVarP(&parallel, "parallel", "p", 1, "scenarios to run at once, each with its own control plane")
@@ -68,6 +76,7 @@ The format is documented in docs/scenarios.md.`,
 	cmd.Flags().Lookup("kubernetes-version").Usage = "run every scenario on this Kubernetes release instead of its spec.kubernetesVersion; " + cmd.Flags().Lookup("kubernetes-version").Usage
 	cmd.Flags().StringVar(&timingName, "timing", "", "run every scenario in this timing profile ("+strings.Join(timing.Names(), ", ")+") instead of its spec.timing")
 	cmd.Flags().BoolVar(&allowBinaries, "allow-host-binaries", false, "let scenarios run host executables as containers' processes (spec.programs[].binary; needs root)")
+	user.addFlags(cmd.Flags(), "each scenario's")
 	cmd.Flags().StringVar(&trace, "trace", "", "write every observed object change to this file as JSON lines; with several scenarios, FILE gets each scenario's name before its extension")
 	return cmd
 }
@@ -76,6 +85,7 @@ type runFlags struct {
 	parallel                      int
 	junit, trace, timing, version string
 	allowBinaries                 bool
+	user                          userController
 }
 
 func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, flags runFlags) error {
@@ -97,6 +107,10 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 			fmt.Fprintln(errOut, &scenarios.InvalidError{Problems: refused})
 			return exitError{code: exitInvalid, err: fmt.Errorf("%d program(s) name a host binary and --allow-host-binaries was not given; nothing was started", len(refused))}
 		}
+	}
+	crds, err := flags.user.readCRDs()
+	if err != nil {
+		return exitError{code: exitInvalid, err: err}
 	}
 	if flags.timing != "" {
 		for _, sc := range all {
@@ -156,10 +170,13 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 	var wg sync.WaitGroup
 	for i := range all {
 		sem <- struct{}{}
+		opts := scenarios.RunOptions{Progress: progress, Trace: traces[i], AllowHostBinaries: flags.allowBinaries,
+			KubeletCommand: []string{self}, Configure: func(o *envtest.Options) { o.Logger = &logger }}
+		wait := flags.user.apply(&opts, crds, errOut)
 		wg.Go(func() {
 			defer func() { <-sem }()
-			results[i] = scenarios.Run(ctx, all[i], scenarios.RunOptions{Progress: progress, Trace: traces[i], AllowHostBinaries: flags.allowBinaries,
-				KubeletCommand: []string{self}, Configure: func(o *envtest.Options) { o.Logger = &logger }})
+			defer wait()
+			results[i] = scenarios.Run(ctx, all[i], opts)
 		})
 	}
 	wg.Wait()

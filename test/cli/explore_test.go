@@ -76,6 +76,28 @@ func TestExploreRunsTheUsersController(t *testing.T) {
 	if data, err := os.ReadFile(starts); err != nil || strings.Count(string(data), "started") != 3 {
 		t.Errorf("the controller started %q times (%v), want 3", data, err)
 	}
+	// A violation's scenario replays with the same controller.
+	if want := "restartbed run --controller "; !strings.HasPrefix(rep.Replay, want) {
+		t.Errorf("the report's replay command is %q, want it to start with %q", rep.Replay, want)
+	}
+}
+
+// restartbed run --controller runs the user's controller for the scenario, and its
+// killComponent and startComponent steps kill it and start it again.
+func TestRunRunsTheUsersController(t *testing.T) {
+	t.Parallel() // its own process and cluster
+	bin, kubectl := buildCLI(t), kubectl(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	starts := filepath.Join(t.TempDir(), "starts")
+	cmd := exec.CommandContext(ctx, bin, "run", "testdata/run-controller.yaml",
+		"--controller", "echo started >> "+starts+" && "+kubectl+` label --overwrite node node-0 controller=start-$(wc -l < `+starts+`) && exec sleep 600`)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("restartbed run --controller: %v\n%s", err, out)
+	}
+	if data, err := os.ReadFile(starts); err != nil || strings.Count(string(data), "started") != 2 {
+		t.Errorf("the controller started %q times (%v), want 2", data, err)
+	}
 }
 
 // Bad input is refused with what is wrong, before anything starts.

@@ -2,6 +2,8 @@ package jobset
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,17 +16,28 @@ import (
 	"github.com/restartbed/restartbed/test/specs"
 )
 
-// TestExploreUpstream explores KEP-467 Story 1 with upstream JobSet v0.12.0's manager and its
-// agent binary: a few faults — the agent's exit, the manager's restart, every pod's connections
-// reset — at points where the group starts or restarts, every built-in invariant judged on
-// upstream's behaviour. It is the smoke run of docs/explore.md's upstream sweep; what a sweep
-// finds there is written up in docs/explore.md, not asserted here, so the test fails only when
-// explore cannot run upstream (the reference run fails, a replay errors) or a violation's
-// scenario does not replay.
+// The upstream sweep of docs/explore.md; make explore-upstream sets these.
+var (
+	exploreSweep = flag.Bool("explore-sweep", false,
+		"explore Story 1, Story 2 and the node-loss scenario with every default fault instead of the smoke run")
+	exploreBudget = flag.Duration("explore-budget", 0, "with -explore-sweep, how long each scenario's sweep may start schedules (0: until every one ran)")
+	exploreOut    = flag.String("explore-out", "",
+		"with -explore-sweep, the directory for each scenario's report (text and JSON) and its violations' scenarios")
+)
+
+// exploredScenarios are the bundled scenarios the sweep explores.
+var exploredScenarios = []string{"story1-fast-recovery", "story2-recreate-then-fail", "inplace-restart-node-loss"}
+
+// TestExploreUpstream explores KEP-467's stories with upstream JobSet v0.12.0's manager and its
+// agent binary, every built-in invariant judged on upstream's behaviour. By default it is the
+// smoke run: Story 1, four schedules of a few faults (the agent's exit, the manager's restart,
+// every pod's connections reset) at points where the group starts or restarts. With
+// -explore-sweep it is docs/explore.md's sweep (make explore-upstream). What a sweep finds is written up in
+// docs/explore.md, not asserted here: the test fails only when explore cannot run upstream (a
+// reference run fails, a replay errors) or a violation's scenario is not written.
 func TestExploreUpstream(t *testing.T) {
 	t.Parallel()
 	agent, manager := upstreamBinaries(t)
-	file := withAgentBinary(t, filepath.Join("..", "..", "..", "scenarios", "examples", "story1-fast-recovery.yaml"), agent)
 	opts := upstreamOptions(t, func(ctx context.Context, cluster *envtest.Cluster) error {
 		start, err := managerStart(ctx, cluster, manager, cluster.Dir(), inPlaceGate, &specs.SyncBuffer{})
 		if err != nil {
@@ -32,24 +45,81 @@ func TestExploreUpstream(t *testing.T) {
 		}
 		return cluster.RunController(start) // restart-controller kills and starts it
 	})
+	if !*exploreSweep {
+		rep := exploreUpstream(t, agent, "story1-fast-recovery", t.TempDir(), explore.Options{
+			Faults:       []string{"exit-agent", "restart-controller", "reset-connections"},
+			PointFilter:  func(p explore.Point) bool { return strings.Contains(p.Description, "attempt") },
+			MaxSchedules: 4, Run: opts,
+		})
+		if len(rep.Schedules) != 4 {
+			t.Errorf("%d schedules ran, want 4", len(rep.Schedules))
+		}
+		return
+	}
+	out := *exploreOut
+	if out == "" {
+		out = t.TempDir()
+	}
+	// The violations' scenarios name the agent binary: keep it beside them.
+	agent = keepBinary(t, agent, out)
+	for _, name := range exploredScenarios {
+		t.Run(name, func(t *testing.T) {
+			exploreUpstream(t, agent, name, filepath.Join(out, name), explore.Options{
+				Faults: explore.DefaultFaults(true), Budget: *exploreBudget, Run: opts,
+			})
+		})
+	}
+}
+
+// keepBinary copies the binary into dir and returns the copy's absolute path.
+func keepBinary(t *testing.T, binary, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := filepath.Abs(filepath.Join(dir, filepath.Base(binary)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kept, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return kept
+}
+
+// exploreUpstream explores the bundled scenario with upstream's agent binary, two replays at
+// once and seed 1, writes the report into out (NAME.txt, NAME.json, violations under NAME/),
+// logs it and fails t if explore could not run a schedule.
+func exploreUpstream(t *testing.T, agent, name, out string, opts explore.Options) *explore.Report {
+	t.Helper()
+	file := withAgentBinary(t, filepath.Join("..", "..", "..", "scenarios", "examples", name+".yaml"), agent)
 	var progress strings.Builder
-	rep, err := explore.Explore(context.Background(), file, explore.Options{
-		Faults:       []string{"exit-agent", "restart-controller", "reset-connections"},
-		PointFilter:  func(p explore.Point) bool { return strings.Contains(p.Description, "attempt") },
-		MaxSchedules: 4, Parallel: 2, Seed: 1, OutDir: t.TempDir(), Confirm: 1,
-		Run: opts, Progress: &progress,
-	})
+	opts.Parallel, opts.Seed, opts.Confirm, opts.OutDir, opts.Progress = 2, 1, 1, out, &progress
+	rep, err := explore.Explore(context.Background(), file, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var text strings.Builder
 	_ = rep.WriteText(&text)
 	t.Logf("%s\n%s", progress.String(), text.String())
-	if rep.Reference.Verdict != explore.Held {
-		t.Fatalf("the reference run with upstream's manager and agent: %s: %s", rep.Reference.Verdict, rep.Reference.Detail)
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(rep.Schedules) != 4 {
-		t.Errorf("%d schedules ran, want 4", len(rep.Schedules))
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for file, content := range map[string][]byte{name + ".txt": []byte(text.String()), name + ".json": data} {
+		if err := os.WriteFile(filepath.Join(out, file), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep.Reference.Verdict != explore.Held {
+		t.Fatalf("the reference run of %s with upstream's manager and agent: %s: %s", name, rep.Reference.Verdict, rep.Reference.Detail)
 	}
 	for _, s := range rep.Schedules {
 		switch {
@@ -59,6 +129,7 @@ func TestExploreUpstream(t *testing.T) {
 			t.Errorf("schedule %s broke an invariant and no scenario was written for it", s.String())
 		}
 	}
+	return rep
 }
 
 // withAgentBinary writes the scenario, with its agent program upstream's binary and its files'
