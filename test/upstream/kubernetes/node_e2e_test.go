@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"os"
@@ -192,43 +194,41 @@ func runRelease(t *testing.T, root, restartbed string, release controlplane.Rele
 
 	// The serial specs (the kubelet restarts and node reboots among them, about a minute each of
 	// their own waits) run on clusters of their own, serialShards of them, while the others run
-	// on another, so that a release takes about as long as one shard rather than all of it. Each
-	// half's report lists every spec: a spec's outcome is the one from the half that ran it, or,
-	// skipped in all, the one from a half its [Serial] tag says.
-	halves := []half{{name: "parallel", labels: "!Serial"}}
-	halves = append(halves, serialHalves(t, s, ginkgo, bin, featureGates(release), work)...)
+	// on another, which then takes a smaller share of the serial specs too: a release takes about
+	// as long as one lane rather than all of it. Each half's report lists every spec: a spec's
+	// outcome is the one from the half that ran it, or, skipped in all, the one from a half its
+	// [Serial] tag says.
+	serial := serialHalves(t, s, ginkgo, bin, featureGates(release), work)
+	lanes := [][]half{{{name: "parallel", labels: "!Serial"}}}
+	for i, h := range serial {
+		if i == serialShards {
+			lanes[0] = append(lanes[0], h) // after the parallel specs, on their cluster
+			continue
+		}
+		lanes = append(lanes, []half{h})
+	}
 	var (
 		mu     sync.Mutex
 		byText = map[string]result{}
 	)
 	t.Run("specs", func(t *testing.T) {
-		for _, h := range halves {
-			t.Run(h.name, func(t *testing.T) {
+		for _, lane := range lanes {
+			t.Run(lane[0].name, func(t *testing.T) {
 				t.Parallel()
-				dir := filepath.Join(work, h.name)
+				dir := filepath.Join(work, lane[0].name)
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
 				node := up(ctx, t, restartbed, release, dir)
 				token := adminToken(ctx, t, filepath.Join(dir, "kubeconfig"))
-				extra := []string{"--label-filter=" + h.labels}
-				if h.focus != "" {
-					extra = append(extra, "--focus="+h.focus)
-				}
-				outcomes := run(t, s, ginkgo, bin, node, token, featureGates(release), dir, hostTools(t, restartbed, dir), extra...)
-				serial := h.labels == "Serial"
-				mu.Lock()
-				defer mu.Unlock()
-				for _, r := range outcomes {
-					if !h.keeps(r.text) {
-						continue
+				tools := hostTools(t, restartbed, dir)
+				for _, h := range lane {
+					extra := []string{"--label-filter=" + h.labels}
+					if h.focus != "" {
+						extra = append(extra, "--focus="+h.focus)
 					}
-					k := r.file + r.text
-					prev, seen := byText[k]
-					ran, prevRan := r.outcome != "n/a", seen && prev.outcome != "n/a"
-					if !seen || (ran && !prevRan) || (!ran && !prevRan && strings.Contains(r.text, "[Serial]") == serial) {
-						byText[k] = r
-					}
+					outcomes := run(t, s, ginkgo, bin, node, token, featureGates(release), dir, h.name, tools, extra...)
+					merge(&mu, byText, h, outcomes)
 				}
 			})
 		}
@@ -247,8 +247,30 @@ func runRelease(t *testing.T, root, restartbed string, release controlplane.Rele
 	return results
 }
 
-// serialShards is how many clusters a release's serial specs are divided among.
-const serialShards = 2
+// serialShards is how many clusters of their own a release's serial specs are divided among;
+// the parallel specs' cluster takes one for every serialDeal each of them takes.
+const (
+	serialShards = 2
+	serialDeal   = 3
+)
+
+// merge records the half's outcomes in byText, under mu.
+func merge(mu *sync.Mutex, byText map[string]result, h half, outcomes []result) {
+	serial := h.labels == "Serial"
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range outcomes {
+		if !h.keeps(r.text) {
+			continue
+		}
+		k := r.file + r.text
+		prev, seen := byText[k]
+		ran, prevRan := r.outcome != "n/a", seen && prev.outcome != "n/a"
+		if !seen || (ran && !prevRan) || (!ran && !prevRan && strings.Contains(r.text, "[Serial]") == serial) {
+			byText[k] = r
+		}
+	}
+}
 
 // half is one cluster's share of a release's specs: those with the labels, and, for a shard of
 // the serial specs, those of focus, which lists the shard's specs (ours) beside the others'.
@@ -262,9 +284,11 @@ type half struct {
 // lists every serial spec, those of the other shards as skipped, and those are theirs to report.
 func (h half) keeps(text string) bool { return h.ours[text] || !h.others[text] }
 
-// serialHalves divides the release's serial specs that apply among serialShards halves, one by
-// one in the order of their files and texts (specs of a kind sit together, and take about as
-// long), as a dry run lists them. With -focus there is one serial half, for the focused specs.
+// serialHalves divides the release's serial specs that apply among serialShards halves and a
+// last one for the parallel specs' cluster, one by one in the order of their files and texts
+// (specs of a kind sit together, and take about as long), as a dry run lists them: serialDeal to
+// each of the first, then one to the last, and again. With -focus there is one serial half, for
+// the focused specs.
 func serialHalves(t *testing.T, s suite, ginkgo, bin, gates, work string) []half {
 	t.Helper()
 	if *focus != "" {
@@ -276,13 +300,17 @@ func serialHalves(t *testing.T, s suite, ginkgo, bin, gates, work string) []half
 			texts = append(texts, r.text)
 		}
 	}
-	halves := make([]half, serialShards)
+	halves := make([]half, serialShards+1)
 	for i := range halves {
 		halves[i] = half{name: fmt.Sprintf("serial-%d", i+1), labels: "Serial", ours: map[string]bool{}, others: map[string]bool{}}
 	}
 	for i, text := range texts {
+		to := serialShards // the parallel specs' cluster
+		if c := i % (serialDeal*serialShards + 1); c < serialDeal*serialShards {
+			to = c % serialShards
+		}
 		for j := range halves {
-			if j == i%serialShards {
+			if j == to {
 				halves[j].ours[text] = true
 			} else {
 				halves[j].others[text] = true
@@ -589,15 +617,15 @@ func specArgs(s suite, extra ...string) []string {
 
 // run runs the specs with ginkgo, in the environment env and with the extra ginkgo flags, and
 // returns the outcome of every spec of the chosen files.
-func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work string, env []string, extra ...string) []result {
+func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work, name string, env []string, extra ...string) []result {
 	t.Helper()
-	reportFile := filepath.Join(work, "report.json")
+	reportFile := filepath.Join(work, name+"-report.json")
 	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", parallelism), "--no-color", "--timeout=70m", "--json-report=" + reportFile}
 	args = append(args, specArgs(s, extra...)...)
 	// ginkgo runs a compiled suite in the binary's directory, which is the specs' working
 	// directory and so where they find the kubelet's configuration file: this cluster's.
 	local := filepath.Join(work, filepath.Base(bin))
-	if err := os.Symlink(bin, local); err != nil {
+	if err := os.Symlink(bin, local); err != nil && !errors.Is(err, fs.ErrExist) {
 		t.Fatal(err)
 	}
 	args = append(args, local, "--", "--host="+n.host, "--bearer-token="+token, "--kubelet-healthz-url="+n.healthz,
@@ -726,7 +754,7 @@ func report(t *testing.T, results []result) {
 	c := count(results)
 	for _, r := range results {
 		if r.outcome == "fail" {
-			t.Errorf("FAIL %s (%s): %s", r.text, r.duration.Round(time.Second), r.note)
+			t.Errorf("FAIL %s (%s): %s\n%s", r.text, r.duration.Round(time.Second), r.note, tail(r.failure, 4<<10))
 		}
 	}
 	t.Logf("upstream node e2e specs: %d pass, %d fail, %d not applicable", c["pass"], c["fail"], c["n/a"])
