@@ -131,6 +131,16 @@ func TestPointsOfATrace(t *testing.T) {
 	if p := points[0]; p.Pod == nil || p.Pod.Selector != "jobset.sigs.k8s.io/jobset-name=js,batch.kubernetes.io/job-name=js-w-0,batch.kubernetes.io/job-completion-index=0" || p.Pod.Worker != "worker" {
 		t.Errorf("the point's pod: %+v", p.Pod)
 	}
+	// The worker cannot be made to exit where it waits; where it runs it can.
+	exit := Faults[0]
+	if exit.Name != "exit-worker" {
+		t.Fatalf("Faults[0] is %s", exit.Name)
+	}
+	for i, can := range map[int]bool{1: false, 2: true} {
+		if got := exit.steps(points[i].target(nil)) != nil; got != can {
+			t.Errorf("exit-worker at %q: can act %t, want %t", points[i].Description, got, can)
+		}
+	}
 }
 
 // The order of the schedules: every single fault first, then the pairs, the second fault of each

@@ -28,6 +28,9 @@ type Point struct {
 	// Pod is the pod the point concerns, as a selector of its stable labels, and its containers'
 	// roles; empty for a point about a JobSet or a node.
 	Pod *PodTarget `json:"pod,omitempty"`
+	// Stopped is the container of Pod the point finds waiting or terminated: no fault can make
+	// it exit there.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // PodTarget names a pod across replays, where its name is generated: the labels its
@@ -62,12 +65,13 @@ var identityLabels = []string{
 func pointsOf(trace io.Reader) ([]Point, error) {
 	var points []Point
 	seen := map[string]bool{}
-	add := func(at float64, desc, when string, pod *PodTarget) {
+	add := func(at float64, desc, when string, pod *PodTarget) *Point {
 		if seen[when] {
-			return
+			return nil
 		}
 		seen[when] = true
 		points = append(points, Point{Index: len(points), At: at, Description: desc, When: when, Pod: pod})
+		return &points[len(points)-1]
 	}
 	prevPods := map[string]*corev1.Pod{} // by UID
 	prevJobSets := map[string]*jobsetv1alpha2.JobSet{}
@@ -104,9 +108,12 @@ func pointsOf(trace io.Reader) ([]Point, error) {
 					if state == "" || (prev != nil && sameState(statusOf(prev, field, st.Name), st)) {
 						continue
 					}
-					add(line.Time, fmt.Sprintf("container %s of pod %s is %s (restart %d)", st.Name, target.Name, state, st.RestartCount),
+					p := add(line.Time, fmt.Sprintf("container %s of pod %s is %s (restart %d)", st.Name, target.Name, state, st.RestartCount),
 						fmt.Sprintf("pods.exists(p, %s && p.status.?%s.orValue([]).exists(c, c.name == %q && c.restartCount == %d && has(c.state.%s)))",
 							ident, field, st.Name, st.RestartCount, state), target)
+					if p != nil && state != "running" {
+						p.Stopped = st.Name
+					}
 				}
 			}
 		case "JobSet":
@@ -218,11 +225,22 @@ func sameState(prev *corev1.ContainerStatus, now corev1.ContainerStatus) bool {
 	return prev != nil && prev.RestartCount == now.RestartCount && stateName(prev.State) == stateName(now.State)
 }
 
-// faultTarget is what a fault acts on at a point: the point's pod, or else the first pod of the
+// target is what a fault acts on at a point: the point's pod, or else the first pod of the
 // scenario's JobSet (or of the scenario) the reference run had.
 func (p Point) target(fallback *PodTarget) *PodTarget {
-	if p.Pod != nil {
+	if p.Pod == nil {
+		return fallback
+	}
+	if p.Stopped == "" {
 		return p.Pod
 	}
-	return fallback
+	t := *p.Pod
+	// A container that is not running cannot be made to exit: the exit faults skip the point.
+	if t.Worker == p.Stopped {
+		t.Worker = ""
+	}
+	if t.Agent == p.Stopped {
+		t.Agent = ""
+	}
+	return &t
 }
