@@ -45,7 +45,9 @@ const (
 	FailsByPolicy = "fails-by-policy"
 	// Recovers: once the faults are over, every JobSet runs again, each worker at the JobSet's
 	// attempt, or has finished (Unsettled says what is not there yet). A JobSet with a pod no node
-	// can take is not judged: it lacks capacity, which no restart mends.
+	// can take is not judged: it lacks capacity, which no restart mends; nor is one with a pod
+	// stranded Terminating on a node that is not Ready, which only a node's return, its deletion
+	// or its out-of-service taint ends.
 	Recovers = "recovers"
 )
 
@@ -225,6 +227,8 @@ type podState struct {
 	// unschedulable: the scheduler found no node for it (PodScheduled False, Unschedulable).
 	unschedulable bool
 	deleting      bool
+	// node is the node it is bound to ("" before it is scheduled).
+	node string
 	// restartCount is the highest restartCount of its containers.
 	restartCount int32
 }
@@ -289,13 +293,27 @@ func (c *JobSetInPlace) unschedulable(jobSet string) bool {
 	return false
 }
 
+// stranded reports whether a pod of the JobSet is being deleted on a node that is not Ready.
+// Kubernetes leaves such a pod Terminating until its node comes back, is deleted or is tainted
+// out-of-service (KEP-6757's stuck-terminating pod), and its Job waits for it before it replaces
+// it (podReplacementPolicy Failed), so its group can run again only once something outside the
+// JobSet's controllers — an operator, Kueue's failure recovery — ends it.
+func (c *JobSetInPlace) stranded(jobSet string) bool {
+	for _, p := range c.pods {
+		if ready, known := c.ready[p.node]; p.jobSet == jobSet && p.deleting && known && !ready {
+			return true
+		}
+	}
+	return false
+}
+
 // Unsettled says what keeps the in-place JobSets from running as they should with no fault
 // about: a group restart still open, a worker not running, a pod at another attempt than its
 // JobSet. It is "" when every such JobSet runs that way or has finished.
 func (c *JobSetInPlace) Unsettled() string {
 	for _, key := range slices.Sorted(maps.Keys(c.jobSets)) {
 		js := c.jobSets[key]
-		if !js.inPlace || js.terminal || len(js.versions) == 0 || c.unschedulable(key) {
+		if !js.inPlace || js.terminal || len(js.versions) == 0 || c.unschedulable(key) || c.stranded(key) {
 			continue
 		}
 		if why := c.overLimit(key, js); why != "" {
@@ -444,6 +462,7 @@ func (c *JobSetInPlace) pod(change string, pod *corev1.Pod) {
 		p = newPodState(pod, jsKey)
 		c.pods[pod.UID] = p
 	}
+	p.node = pod.Spec.NodeName
 	rv := resourceVersion(pod.ResourceVersion)
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, st := range list {

@@ -88,6 +88,28 @@ func (h *history) pod(i, attempt int, restarts int32, started int, exit int32) *
 	return toUnstructured(p)
 }
 
+// node is node name, Ready or not.
+func (h *history) node(name string, ready bool) *unstructured.Unstructured {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return toUnstructured(&corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: h.next()},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}},
+	})
+}
+
+// on binds the pod to the node; deleting also marks it for deletion.
+func on(u *unstructured.Unstructured, node string, deleting bool) *unstructured.Unstructured {
+	_ = unstructured.SetNestedField(u.Object, node, "spec", "nodeName")
+	if deleting {
+		u.SetDeletionTimestamp(ptr.To(metav1.Now()))
+	}
+	return u
+}
+
 func toUnstructured(obj any) *unstructured.Unstructured {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
@@ -173,6 +195,21 @@ func TestJobSetInPlace(t *testing.T) {
 				h.jobSet(one, zero), // what the watch lists when it is back
 			}
 		}, nil},
+		{"a pod stranded Terminating on a lost node", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.node("n0", true), h.node("n1", true),
+				h.jobSet(zero, nil), on(h.pod(0, 0, 0, 0, -1), "n0", false), on(h.pod(1, 0, 0, 0, -1), "n1", false),
+				h.node("n0", false), on(h.pod(0, 0, 0, 0, -1), "n0", true), // evicted; its node never answers
+			}
+		}, nil},
+		{"the lost node is back and the group does not run", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.node("n0", true), h.node("n1", true),
+				h.jobSet(zero, nil), on(h.pod(0, 0, 0, 0, -1), "n0", false), on(h.pod(1, 0, 0, 0, -1), "n1", false),
+				h.node("n0", false), on(h.pod(0, 0, 0, 0, -1), "n0", true),
+				h.node("n0", true), // its pod could end now
+			}
+		}, []string{Recovers}},
 		{"an attempt goes back", func(h *history) []*unstructured.Unstructured {
 			return []*unstructured.Unstructured{h.jobSet(one, zero), h.jobSet(zero, zero)}
 		}, []string{AttemptsMonotonic, Recovers}}, // and it has no pod
