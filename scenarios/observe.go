@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // watched are the resources the CEL variables hold; nodes are cluster-wide, the rest come from
@@ -126,7 +127,9 @@ func newObserver(clk clock.PassiveClock, trace io.Writer, fixed runVariables) *o
 // Each informer lists once, then watches; it lists again only when its watch cannot go on (the
 // apiserver restarted, its history expired), and the versions written meanwhile are never seen.
 // The invariants must know that, so every list after the first is told to them before its
-// objects arrive.
+// objects arrive. client-go's reflector lists either by a list request or, with its
+// WatchListClient feature (on by default since 1.35), by a watch that sends the initial events
+// first: both count.
 func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, namespace string) error {
 	var informers []cache.SharedIndexInformer
 	var names []string
@@ -139,15 +142,21 @@ func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, mapper meta
 			ri = dyn.Resource(w.gvr).Namespace(namespace)
 		}
 		variable := w.variable
-		lists := 0
+		lists := 0 // the reflector calls List and Watch from one goroutine
+		listed := func() {
+			if lists++; lists > 1 {
+				o.watchBroke(variable)
+			}
+		}
 		lw := &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				if lists++; lists > 1 {
-					o.watchBroke(variable)
-				}
+				listed()
 				return ri.List(ctx, opts)
 			},
 			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				if ptr.Deref(opts.SendInitialEvents, false) {
+					listed() // a list by watch
+				}
 				return ri.Watch(ctx, opts)
 			},
 		}
