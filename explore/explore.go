@@ -85,9 +85,11 @@ type Schedule struct {
 	Verdict    string                `json:"verdict"`
 	Detail     string                `json:"detail,omitempty"`
 	Violations []scenarios.Violation `json:"violations,omitempty"`
-	// File is the scenario file written for a violation; Reproduced how many of the Confirm
-	// replays of it broke the same invariant.
+	// File is the scenario file written for a violation; Trace the replay's every observed
+	// change beside it (JSON lines, as restartbed run --trace writes them); Reproduced how many
+	// of the Confirm replays of it broke the same invariant.
 	File       string  `json:"file,omitempty"`
+	Trace      string  `json:"trace,omitempty"`
 	Reproduced int     `json:"reproduced,omitempty"`
 	Confirmed  int     `json:"confirmed,omitempty"`
 	Seconds    float64 `json:"seconds"`
@@ -306,20 +308,44 @@ func runSchedule(ctx context.Context, src *source, s Schedule, fallback *PodTarg
 		s.Verdict, s.Detail = Errored, err.Error()
 		return s
 	}
-	got := replay(ctx, data, opts.Run, nil)
+	// The replay's trace is kept only if it breaks an invariant: it is what tells why.
+	var trace *os.File
+	if opts.OutDir != "" {
+		if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+			s.Verdict, s.Detail = Errored, err.Error()
+			return s
+		}
+		if trace, err = os.CreateTemp(opts.OutDir, name+"-*.trace.partial"); err != nil {
+			s.Verdict, s.Detail = Errored, err.Error()
+			return s
+		}
+		defer func() { _ = os.Remove(trace.Name()) }() // gone once renamed
+	}
+	var w io.Writer // nil, not a nil *os.File, when there is no trace
+	if trace != nil {
+		w = trace
+	}
+	got := replay(ctx, data, opts.Run, w)
 	s.Verdict, s.Detail, s.Violations, s.Seconds = got.Verdict, got.Detail, got.Violations, got.Seconds
+	if trace != nil {
+		if err := trace.Close(); err != nil && s.Verdict == Violated {
+			s.Detail = fmt.Sprintf("writing the trace of %s: %v", path, err)
+			return s
+		}
+	}
 	if s.Verdict != Violated || opts.OutDir == "" {
 		return s
 	}
-	err = os.MkdirAll(opts.OutDir, 0o755)
+	tracePath := strings.TrimSuffix(path, ".yaml") + ".trace.jsonl"
+	err = os.WriteFile(path, data.bytes, 0o644)
 	if err == nil {
-		err = os.WriteFile(path, data.bytes, 0o644)
+		err = os.Rename(trace.Name(), tracePath)
 	}
 	if err != nil {
 		s.Detail = fmt.Sprintf("writing %s: %v", path, err)
 		return s
 	}
-	s.File = path
+	s.File, s.Trace = path, tracePath
 	for range opts.Confirm {
 		again := replay(ctx, data, opts.Run, nil)
 		s.Confirmed++

@@ -47,6 +47,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if s.File != "" {
 			fmt.Fprintf(&b, "  replay: %s %s (reproduced %d of %d)\n", r.Replay, s.File, s.Reproduced, s.Confirmed)
+			fmt.Fprintf(&b, "  trace:  %s\n", s.Trace)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

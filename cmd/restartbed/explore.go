@@ -46,8 +46,9 @@ second at a later point (unreached if the first changed the run so that the seco
 
 A schedule ends as violated (an invariant broke), held, diverged (invariants held but a step of
 the scenario failed, which a fault may cause), unreached (the replay never reached the point) or
-error. Each violation is written to --out as a scenario file that ` + "`restartbed run`" + ` replays, and
-replayed --confirm times to say how often it reproduces.
+error. Each violation is written to --out as a scenario file that ` + "`restartbed run`" + ` replays, with
+the violating replay's trace beside it (NAME.trace.jsonl, as run --trace writes it), and replayed
+--confirm times to say how often it reproduces.
 
 Faults (--faults, default all but restart-controller; with --controller, all but
 restart-jobset-controller):

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -138,6 +139,13 @@ func TestForgetfulAgentIsCaught(t *testing.T) {
 	}
 	if _, err := scenarios.Load(s.File); err != nil {
 		t.Fatalf("the written scenario does not load: %v", err)
+	}
+	// The violating replay's trace is kept beside it, and shows the broken agent's pod.
+	if data, err := os.ReadFile(s.Trace); err != nil || !strings.Contains(string(data), `"kind":"Pod"`) {
+		t.Errorf("the violation's trace %q: %v (%d bytes)", s.Trace, err, len(data))
+	}
+	if partial, _ := filepath.Glob(filepath.Join(filepath.Dir(s.File), "*.partial")); len(partial) > 0 {
+		t.Errorf("replays' partial traces were left behind: %v", partial)
 	}
 	if s.Reproduced != s.Confirmed || s.Confirmed != 1 {
 		data, _ := os.ReadFile(s.File)
