@@ -310,19 +310,16 @@ func runSchedule(ctx context.Context, src *source, s Schedule, fallback *PodTarg
 	}
 	// The replay's trace is kept only if it breaks an invariant: it is what tells why.
 	var trace *os.File
+	var w io.Writer // nil, not a nil *os.File, when there is no trace
 	if opts.OutDir != "" {
-		if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
-			s.Verdict, s.Detail = Errored, err.Error()
-			return s
+		if err = os.MkdirAll(opts.OutDir, 0o755); err == nil {
+			trace, err = os.CreateTemp(opts.OutDir, name+"-*.trace.partial")
 		}
-		if trace, err = os.CreateTemp(opts.OutDir, name+"-*.trace.partial"); err != nil {
+		if err != nil {
 			s.Verdict, s.Detail = Errored, err.Error()
 			return s
 		}
 		defer func() { _ = os.Remove(trace.Name()) }() // gone once renamed
-	}
-	var w io.Writer // nil, not a nil *os.File, when there is no trace
-	if trace != nil {
 		w = trace
 	}
 	got := replay(ctx, data, opts.Run, w)

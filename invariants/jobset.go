@@ -283,24 +283,19 @@ func (c *JobSetInPlace) Finish() []Violation {
 	return c.out
 }
 
-// unschedulable reports whether a live pod of the JobSet waits for a node no one has.
-func (c *JobSetInPlace) unschedulable(jobSet string) bool {
+// stuck reports whether a pod of the JobSet waits on what none of the JobSet's controllers can
+// give it: a node no one has (the scheduler found none: capacity, which no restart mends), or
+// the end of its deletion on a node that is not Ready. Kubernetes leaves such a pod Terminating
+// until its node comes back, is deleted or is tainted out-of-service (KEP-6757's
+// stuck-terminating pod), and its Job waits for it before it replaces it (podReplacementPolicy
+// Failed), so only something outside — an operator, Kueue's failure recovery — ends it.
+func (c *JobSetInPlace) stuck(jobSet string) bool {
 	for _, p := range c.pods {
-		if p.jobSet == jobSet && !p.deleting && p.unschedulable {
-			return true
+		if p.jobSet != jobSet {
+			continue
 		}
-	}
-	return false
-}
-
-// stranded reports whether a pod of the JobSet is being deleted on a node that is not Ready.
-// Kubernetes leaves such a pod Terminating until its node comes back, is deleted or is tainted
-// out-of-service (KEP-6757's stuck-terminating pod), and its Job waits for it before it replaces
-// it (podReplacementPolicy Failed), so its group can run again only once something outside the
-// JobSet's controllers — an operator, Kueue's failure recovery — ends it.
-func (c *JobSetInPlace) stranded(jobSet string) bool {
-	for _, p := range c.pods {
-		if ready, known := c.ready[p.node]; p.jobSet == jobSet && p.deleting && known && !ready {
+		ready, known := c.ready[p.node]
+		if (!p.deleting && p.unschedulable) || (p.deleting && known && !ready) {
 			return true
 		}
 	}
@@ -313,7 +308,7 @@ func (c *JobSetInPlace) stranded(jobSet string) bool {
 func (c *JobSetInPlace) Unsettled() string {
 	for _, key := range slices.Sorted(maps.Keys(c.jobSets)) {
 		js := c.jobSets[key]
-		if !js.inPlace || js.terminal || len(js.versions) == 0 || c.unschedulable(key) || c.stranded(key) {
+		if !js.inPlace || js.terminal || len(js.versions) == 0 || c.stuck(key) {
 			continue
 		}
 		if why := c.overLimit(key, js); why != "" {
