@@ -30,7 +30,12 @@ const (
 	Barrier = "barrier"
 	// GroupRestart: after a worker fails, no worker of the JobSet starts again until every pod
 	// the JobSet had then has restarted, in place or recreated: the lost sync in-place restart
-	// exists to prevent.
+	// exists to prevent. A pod has restarted once each of its containers that had run then has
+	// a later instance: a worker still waiting at the barrier carries nothing of the old attempt,
+	// and the kubelet counts no restart when it first starts. A pod that leaves the group (its
+	// node lost, failed for good) is such a failure once a worker of the group has run since its
+	// pods last restarted; before that no worker has anything to be out of step with, and the
+	// barrier alone judges their first start.
 	GroupRestart = "group-restart"
 	// PodKept: an in-place restart never deletes a pod whose node is Ready; only a JobSet
 	// restart (status.restarts passing the pod's restart-attempt label) recreates it.
@@ -186,8 +191,11 @@ type round struct {
 
 type member struct {
 	name string
-	// gen is the pod's restart generation when the round opened.
-	gen       int32
+	// ran are the pod's containers whose instance had run when the round opened, by name, with
+	// that instance's restartCount: the pod has restarted once each has a later instance. A
+	// container that had not run (a worker still at the barrier) has nothing of the old attempt
+	// to restart, and the kubelet does not count it restarted when it first starts.
+	ran       map[string]int32
 	restarted bool
 }
 
@@ -224,6 +232,11 @@ type podState struct {
 	running map[string]bool
 	// agentEnded: a sidecar of the pod's current generation has been seen terminated.
 	agentEnded bool
+	// ran: a worker of the pod's current generation has been seen running or ended.
+	ran bool
+	// instances are its containers whose current instance has run, with that instance's
+	// restartCount, as last observed.
+	instances map[string]int32
 	// unschedulable: the scheduler found no node for it (PodScheduled False, Unschedulable).
 	unschedulable bool
 	deleting      bool
@@ -491,10 +504,12 @@ func (c *JobSetInPlace) pod(change string, pod *corev1.Pod) {
 		js.round = c.openRound(jsKey, failure)
 	}
 	if gen := generation(pod); gen > p.gen {
-		p.gen, p.agentEnded = gen, false
-		c.restarted(js, pod, gen)
+		p.gen, p.agentEnded, p.ran = gen, false, false
 	}
+	c.restarted(js, pod)
+	p.instances = instances(pod)
 	for _, s := range c.starts(p, pod) {
+		p.ran = true
 		if js.round != nil {
 			js.round.starts = append(js.round.starts, s)
 		}
@@ -507,7 +522,7 @@ func (c *JobSetInPlace) pod(change string, pod *corev1.Pod) {
 
 func newPodState(pod *corev1.Pod, jsKey string) *podState {
 	p := &podState{key: pod.Namespace + "/" + pod.Name, jobSet: jsKey, attempt: -1, workers: map[string]bool{},
-		started: map[string]int32{}, failed: map[string]int32{}, running: map[string]bool{}, gen: generation(pod)}
+		started: map[string]int32{}, failed: map[string]int32{}, running: map[string]bool{}, gen: generation(pod), instances: instances(pod)}
 	for _, ic := range pod.Spec.InitContainers {
 		if ic.RestartPolicy != nil && *ic.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			p.sidecar = true
@@ -518,6 +533,7 @@ func newPodState(pod *corev1.Pod, jsKey string) *podState {
 	}
 	// What the pod shows when first observed is its starting point, not news.
 	for _, st := range pod.Status.ContainerStatuses {
+		p.ran = p.ran || st.State.Running != nil || st.State.Terminated != nil
 		if st.State.Running != nil {
 			p.started[st.Name] = st.RestartCount
 		} else {
@@ -599,27 +615,53 @@ func (c *JobSetInPlace) failures(p *podState, pod *corev1.Pod) string {
 }
 
 // openRound starts a group restart: every pod of the JobSet, as it was before this change, must
-// restart.
+// restart the containers that had run.
 func (c *JobSetInPlace) openRound(jsKey, failure string) *round {
 	r := &round{failure: failure, members: map[types.UID]*member{}}
 	for uid, p := range c.pods {
-		if p.jobSet == jsKey && !p.deleting {
-			r.members[uid] = &member{name: p.key, gen: p.gen}
+		if p.jobSet == jsKey && !p.deleting && len(p.instances) > 0 {
+			r.members[uid] = &member{name: p.key, ran: p.instances}
 		}
 	}
 	return r
 }
 
-// restarted records that the pod's containers all restarted, at the time its previous
-// containers ended, and judges the workers that started before that.
-func (c *JobSetInPlace) restarted(js *jobSetState, pod *corev1.Pod, gen int32) {
+// instances are the pod's containers whose current instance has run (running or ended), with
+// its restartCount.
+func instances(pod *corev1.Pod) map[string]int32 {
+	out := map[string]int32{}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, st := range list {
+			if st.State.Running != nil || st.State.Terminated != nil {
+				out[st.Name] = st.RestartCount
+			}
+		}
+	}
+	return out
+}
+
+// restarted records that a member of the open round has restarted every container that had
+// run, at the time its previous containers ended, and judges the workers that started before
+// that.
+func (c *JobSetInPlace) restarted(js *jobSetState, pod *corev1.Pod) {
 	r := js.round
 	if r == nil {
 		return
 	}
 	m := r.members[pod.UID]
-	if m == nil || m.restarted || gen <= m.gen {
+	if m == nil || m.restarted {
 		return
+	}
+	counts := map[string]int32{}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, st := range list {
+			counts[st.Name] = st.RestartCount
+		}
+	}
+	for name, was := range m.ran {
+		if counts[name] <= was {
+			return
+		}
 	}
 	m.restarted = true
 	var at time.Time
@@ -671,7 +713,7 @@ func (c *JobSetInPlace) starts(p *podState, pod *corev1.Pod) []workerStart {
 // restarts.
 func (c *JobSetInPlace) deleted(js *jobSetState, p *podState, pod *corev1.Pod, gone bool) {
 	if !p.deleting {
-		if js.inPlace && p.sidecar && js.round == nil && !js.terminal {
+		if js.inPlace && p.sidecar && js.round == nil && !js.terminal && c.groupRan(p, pod) {
 			// A pod that goes (its node lost, failed for good) leaves its group to restart
 			// without it: the others restart before any worker runs again.
 			js.round = c.openRound(p.jobSet, fmt.Sprintf("pod %s left the group (%s)", p.key, leaving(pod)))
@@ -696,6 +738,23 @@ func (c *JobSetInPlace) deleted(js *jobSetState, p *podState, pod *corev1.Pod, g
 	if !gone {
 		c.settle(p.jobSet, js, js.latest)
 	}
+}
+
+// groupRan reports whether a worker of the leaving pod's JobSet has run since its pod last
+// restarted all its containers: the leaving pod's own (as its last status shows them) or
+// another pod's (as observed so far). Only then does its leaving put the group out of step.
+func (c *JobSetInPlace) groupRan(leaving *podState, pod *corev1.Pod) bool {
+	for _, st := range pod.Status.ContainerStatuses {
+		if leaving.workers[st.Name] && st.RestartCount >= leaving.gen && (st.State.Running != nil || st.State.Terminated != nil) {
+			return true
+		}
+	}
+	for _, p := range c.pods {
+		if p.jobSet == leaving.jobSet && p.ran {
+			return true
+		}
+	}
+	return false
 }
 
 // leaving says why a pod leaves its group.

@@ -81,11 +81,25 @@ func (h *history) pod(i, attempt int, restarts int32, started int, exit int32) *
 			Containers:     []corev1.Container{{Name: "worker"}},
 		},
 		Status: corev1.PodStatus{
-			InitContainerStatuses: []corev1.ContainerStatus{{Name: "agent", RestartCount: restarts, LastTerminationState: worker.LastTerminationState}},
-			ContainerStatuses:     []corev1.ContainerStatus{worker},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "agent", RestartCount: restarts, LastTerminationState: worker.LastTerminationState,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(h.base)}}}},
+			ContainerStatuses: []corev1.ContainerStatus{worker},
 		},
 	}
 	return toUnstructured(p)
+}
+
+// waitingPod is pod i at an attempt, its agent running after restarts restarts and its worker
+// waiting at the barrier, never started.
+func (h *history) waitingPod(i, attempt int, restarts int32) *unstructured.Unstructured {
+	u := h.pod(i, attempt, restarts, 0, -1)
+	statuses, _, _ := unstructured.NestedSlice(u.Object, "status", "containerStatuses")
+	worker := statuses[0].(map[string]any)
+	worker["state"] = map[string]any{"waiting": map[string]any{"reason": "PodInitializing"}}
+	worker["restartCount"] = int64(0)
+	delete(worker, "lastState")
+	_ = unstructured.SetNestedSlice(u.Object, statuses, "status", "containerStatuses")
+	return u
 }
 
 // node is node name, Ready or not.
@@ -210,6 +224,39 @@ func TestJobSetInPlace(t *testing.T) {
 				h.node("n0", true), // its pod could end now
 			}
 		}, []string{Recovers}},
+		{"a pod lost before its group first ran", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.node("n0", true), h.node("n1", true), h.node("n2", true), h.node("n3", true),
+				h.jobSet(nil, nil), on(h.waitingPod(0, 0, 0), "n0", false), on(h.waitingPod(1, 0, 0), "n1", false),
+				h.node("n1", false), on(h.waitingPod(1, 0, 0), "n1", true), // its node lost at the barrier
+				on(h.waitingPod(2, 0, 0), "n2", false), h.jobSet(zero, nil), // its replacement joins: the sync point
+				on(h.pod(0, 0, 0, 10, -1), "n0", false), on(h.pod(2, 0, 0, 10, -1), "n2", false), // the group's first start
+			}
+		}, nil},
+		{"a pod lost once its group ran, and the others never restart", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.node("n0", true), h.node("n1", true), h.node("n2", true), h.node("n3", true),
+				h.jobSet(zero, nil), on(h.pod(0, 0, 0, 0, -1), "n0", false), on(h.pod(1, 0, 0, 0, -1), "n1", false),
+				h.node("n1", false), on(h.pod(1, 0, 0, 0, -1), "n1", true),
+				on(h.waitingPod(2, 1, 0), "n2", false), h.jobSet(one, zero), // a controller that lifts the barrier early
+				on(h.pod(2, 1, 0, 10, -1), "n2", false), // pod 0 still runs at attempt 0
+			}
+		}, []string{GroupRestart}}, // recovers is not judged: pod 1 is stranded on its lost node
+		{"a group restart while a pod waits at the barrier", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSet(zero, nil), h.pod(0, 0, 0, 0, -1), h.waitingPod(1, 0, 0),
+				h.pod(0, 0, 0, 5, 3), h.pod(0, 1, 1, 6, 0), h.jobSet(zero, zero),
+				h.waitingPod(1, 1, 1), h.jobSet(one, zero), // only its agent restarts: its worker never ran
+				h.pod(0, 1, 1, 8, -1), h.pod(1, 1, 0, 8, -1), // the worker's first start counts no restart
+			}
+		}, nil},
+		{"a pod at the barrier lets its worker through a group restart", func(h *history) []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{
+				h.jobSet(zero, nil), h.pod(0, 0, 0, 0, -1), h.waitingPod(1, 0, 0),
+				h.pod(0, 0, 0, 5, 3), h.pod(0, 1, 1, 6, 0), h.jobSet(zero, zero),
+				h.pod(1, 0, 0, 7, -1), // its agent never restarted: its worker runs at the old attempt
+			}
+		}, []string{GroupRestart, Recovers}},
 		{"an attempt goes back", func(h *history) []*unstructured.Unstructured {
 			return []*unstructured.Unstructured{h.jobSet(one, zero), h.jobSet(zero, zero)}
 		}, []string{AttemptsMonotonic, Recovers}}, // and it has no pod
