@@ -27,11 +27,12 @@ const (
 
 // correlator is one kubelet's event correlator: client-go's record.EventCorrelator with the
 // kubelet's (default) options, built from client-go's own aggregator and spam filter, and
-// deciding alike. Only one thing differs: the strategic-merge patch that raises a repeated
-// event's count is made only for an event the spam filter lets through. client-go makes it for
-// every repeat, and a probe that fails every second while a pod waits is a repeat the filter
-// drops 299 times in 300 after its first 25; making those patches was most of what a waiting
-// pod cost. TestCorrelatorAsClientGo holds the two to the same results.
+// deciding alike. Two things differ. The strategic-merge patch that raises a repeated event's
+// count is made only for an event the spam filter lets through: client-go makes it for every
+// repeat, and a probe that fails every second while a pod waits is a repeat the filter drops
+// 299 times in 300 after its first 25; making those patches was most of what a waiting pod
+// cost. And a written event never lowers the count of its repeats (updateState).
+// TestCorrelatorAsClientGo holds the two to the same results.
 type correlator struct {
 	aggregator *record.EventAggregator
 	spam       *record.EventSourceObjectSpamFilter
@@ -98,11 +99,18 @@ func (c *correlator) correlate(ev *corev1.Event) (*record.EventCorrelateResult, 
 	return result, err
 }
 
-// updateState is record.EventCorrelator.UpdateState: the event as the apiserver wrote it.
+// updateState is record.EventCorrelator.UpdateState: the event as the apiserver wrote it. The
+// kubelet's recorder correlates each event right before its write; restartbed's as it is made
+// (events.record), so repeats made while this one waited to be written have counted past it
+// already, and its count does not set them back.
 func (c *correlator) updateState(ev *corev1.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seen.Add(eventKey(ev), seenOf(ev))
+	key, written := eventKey(ev), seenOf(ev)
+	if v, ok := c.seen.Get(key); ok && v.(seenEvent).count > written.count {
+		written.count = v.(seenEvent).count
+	}
+	c.seen.Add(key, written)
 }
 
 // seenOf is what the correlator keeps of an event.

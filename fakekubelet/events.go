@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
@@ -59,12 +59,15 @@ const eventWriters = StatusWorkers
 // events records Events as each node's kubelet does (source component "kubelet", host the node):
 // every node has its own correlator (the kubelet's aggregation into counts, its spam filter), its
 // own queue of at most eventQueueLimit and its own rate limit, as every kubelet has its own
-// broadcaster and event client. One client-go broadcaster makes the events for all nodes; its
-// handler only hands each to its node's pipeline, so that it never backs up and drops.
+// broadcaster and event client. An event is made and correlated in the goroutine that records
+// it, and only one to write is queued: one the spam filter drops (a startup probe failing every
+// second while an agent waits at its barrier, 299 times in 300) costs its correlation and
+// nothing else, where client-go's recorder would pass it through its broadcaster's goroutines
+// first.
 type events struct {
-	broadcaster record.EventBroadcaster
-	clock       clock.WithTicker
-	ids         *identities
+	clock clock.WithTicker
+	log   klog.Logger
+	ids   *identities
 	// lost reports whether a node's events cannot reach the apiserver (a partition): the
 	// kubelet's recorder retries for a while and drops them, so restartbed drops them at once.
 	lost func(node string) bool
@@ -87,9 +90,12 @@ type pendingEvent struct {
 
 // nodeEvents is one node's kubelet's event pipeline.
 type nodeEvents struct {
-	recorder   record.EventRecorder
+	source     corev1.EventSource
 	correlator *correlator
-	limiter    flowcontrol.PassiveRateLimiter
+	// order makes the node's events queued in the order they were correlated: a repeat's patch
+	// is written after the event it counts.
+	order   sync.Mutex
+	limiter flowcontrol.PassiveRateLimiter
 	// pending are the events made and not yet written, oldest first; tries counts the failed
 	// writes of the first.
 	pending []*pendingEvent
@@ -100,15 +106,14 @@ type nodeEvents struct {
 
 func newEvents(ctx context.Context, clk clock.WithTicker, ids *identities, lost func(node string) bool) *events {
 	e := &events{
-		broadcaster: record.NewBroadcaster(record.WithContext(ctx)),
-		clock:       clk,
-		ids:         ids,
-		lost:        lost,
+		clock: clk,
+		log:   klog.FromContext(ctx),
+		ids:   ids,
+		lost:  lost,
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
 			Name: "restartbed-kubelet-events", Clock: clk}),
 		byNode: map[string]*nodeEvents{},
 	}
-	e.broadcaster.StartEventWatcher(e.enqueue)
 	for range eventWriters {
 		e.done.Go(func() {
 			for e.writeNext(ctx) {
@@ -125,7 +130,7 @@ func (e *events) node(name string) *nodeEvents {
 	n := e.byNode[name]
 	if n == nil {
 		n = &nodeEvents{
-			recorder:   e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: name}),
+			source:     corev1.EventSource{Component: "kubelet", Host: name},
 			correlator: newCorrelator(e.clock),
 			limiter:    flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(eventQPS, eventBurst, e.clock),
 		}
@@ -134,20 +139,51 @@ func (e *events) node(name string) *nodeEvents {
 	return n
 }
 
-// enqueue hands an event the broadcaster made to its node's queue, or drops it when the queue is
-// full, as a kubelet's broadcaster does.
-func (e *events) enqueue(ev *corev1.Event) {
-	name := ev.Source.Host
-	n := e.node(name)
-	e.mu.Lock()
-	if len(n.pending) >= eventQueueLimit {
-		n.dropped++
-		e.mu.Unlock()
+// record makes an event about the object on the node, as a kubelet's recorder makes it, and
+// correlates it: one to write goes to the node's queue, unless the queue is full (a kubelet's
+// broadcaster then drops it before its correlator sees it); one the spam filter drops ends here.
+func (e *events) record(node string, ref *corev1.ObjectReference, eventType, reason, format string, args ...any) {
+	if e.lost(node) {
 		return
 	}
-	n.pending = append(n.pending, &pendingEvent{ev: ev})
+	n := e.node(node)
+	n.order.Lock()
+	defer n.order.Unlock()
+	e.mu.Lock()
+	full := len(n.pending) >= eventQueueLimit
+	if full {
+		n.dropped++
+	}
 	e.mu.Unlock()
-	e.queue.Add(name)
+	if full {
+		return
+	}
+	result, err := n.correlator.correlate(n.event(e.clock.Now(), ref, eventType, reason, fmt.Sprintf(format, args...)))
+	if err != nil {
+		e.log.Error(err, "Correlating an event failed", "reason", reason)
+	}
+	if result == nil || result.Skip {
+		return
+	}
+	e.mu.Lock()
+	n.pending = append(n.pending, &pendingEvent{ev: result.Event, correlated: result})
+	e.mu.Unlock()
+	e.queue.Add(node)
+}
+
+// event is the Event a kubelet's recorder makes (client-go's record package): named after its
+// object and the time in hexadecimal nanoseconds, in the object's namespace, counted once.
+func (n *nodeEvents) event(now time.Time, ref *corev1.ObjectReference, eventType, reason, message string) *corev1.Event {
+	t := metav1.NewTime(now)
+	namespace := ref.Namespace
+	if namespace == "" {
+		namespace = metav1.NamespaceDefault
+	}
+	return &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + strconv.FormatInt(now.UnixNano(), 16), Namespace: namespace},
+		InvolvedObject: *ref, Reason: reason, Message: message, FirstTimestamp: t, LastTimestamp: t, Count: 1, Type: eventType,
+		Source: n.source, ReportingController: n.source.Component, ReportingInstance: n.source.Host,
+	}
 }
 
 // writeNext writes the events of the next node with some waiting, within its rate limit, until
@@ -208,20 +244,7 @@ func (e *events) write(ctx context.Context, n *nodeEvents, p *pendingEvent) bool
 	if e.lost(ev.Source.Host) {
 		return true // cut off since it was made
 	}
-	if p.correlated == nil {
-		result, err := n.correlator.correlate(ev)
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Correlating an event failed", "reason", ev.Reason)
-		}
-		if result == nil {
-			return true // nothing to write
-		}
-		p.correlated = result
-	}
 	result := p.correlated
-	if result.Skip {
-		return true
-	}
 	events := e.ids.client(ev.Source.Host).CoreV1().Events(result.Event.Namespace)
 	var (
 		written *corev1.Event
@@ -262,20 +285,14 @@ func (e *events) forgetNode(name string) {
 // container records an event about one container of the pod, as the kubelet does: the object is
 // the pod with the container's field path.
 func (e *events) container(pod *corev1.Pod, c *corev1.Container, eventType, reason, format string, args ...any) {
-	if e.lost(pod.Spec.NodeName) {
-		return
-	}
 	ref := podRef(pod)
 	ref.FieldPath = fieldPath(pod, c.Name)
-	e.node(pod.Spec.NodeName).recorder.Eventf(ref, eventType, reason, format, args...)
+	e.record(pod.Spec.NodeName, ref, eventType, reason, format, args...)
 }
 
 // pod records an event about the pod as a whole.
 func (e *events) pod(pod *corev1.Pod, eventType, reason, format string, args ...any) {
-	if e.lost(pod.Spec.NodeName) {
-		return
-	}
-	e.node(pod.Spec.NodeName).recorder.Eventf(podRef(pod), eventType, reason, format, args...)
+	e.record(pod.Spec.NodeName, podRef(pod), eventType, reason, format, args...)
 }
 
 func podRef(pod *corev1.Pod) *corev1.ObjectReference {
@@ -299,10 +316,9 @@ func fieldPath(pod *corev1.Pod, name string) string {
 	return fmt.Sprintf("spec.containers{%s}", name)
 }
 
-// stop ends the broadcaster and the writers; events not yet written are lost, as a kubelet's
+// stop ends the writers; events not yet written are lost, as a kubelet's
 // are when it stops.
 func (e *events) stop() {
-	e.broadcaster.Shutdown()
 	e.queue.ShutDown()
 	e.done.Wait()
 }

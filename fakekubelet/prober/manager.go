@@ -24,6 +24,8 @@ type Target interface {
 	HTTPGet(ctx context.Context, pod types.UID, port int32, path string, header http.Header) (int, error)
 	// Listening reports whether something in the pod serves port.
 	Listening(pod types.UID, port int32) bool
+	// Serves is Listening without a connection: whether a connection to port would be taken.
+	Serves(pod types.UID, port int32) bool
 	// Exec runs argv in the named container and returns its exit code and output.
 	Exec(ctx context.Context, pod types.UID, container string, argv []string) (int, string, error)
 }

@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -37,6 +39,8 @@ type fake struct {
 	// updates are the results reported, as "kind=result".
 	updates []string
 	events  []string
+	// messages are the events' messages, formatted.
+	messages []string
 }
 
 func (f *fake) Status(_ types.UID, name string) (corev1.PodPhase, status.ContainerView, bool) {
@@ -51,6 +55,8 @@ func (f *fake) HTTPGet(context.Context, types.UID, int32, string, http.Header) (
 }
 
 func (f *fake) Listening(types.UID, int32) bool { return false }
+
+func (f *fake) Serves(types.UID, int32) bool { return false }
 
 func (f *fake) Exec(ctx context.Context, _ types.UID, name string, _ []string) (int, string, error) {
 	f.mu.Lock()
@@ -107,10 +113,11 @@ func newFake(t *testing.T, minor uint) (*fake, *Manager, *clocktesting.FakeClock
 			defer f.mu.Unlock()
 			f.updates = append(f.updates, kind.String()+"="+r.String())
 		},
-		Unhealthy: func(_ *corev1.Pod, c *corev1.Container, format string, _ ...any) {
+		Unhealthy: func(_ *corev1.Pod, c *corev1.Container, format string, args ...any) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.events = append(f.events, c.Name+": "+format)
+			f.messages = append(f.messages, fmt.Sprintf(format, args...))
 		}})
 	t.Cleanup(func() {
 		cancel()
@@ -313,6 +320,23 @@ func TestTerminating(t *testing.T) {
 				t.Error("an errored probe changed the result")
 			}
 		})
+	}
+}
+
+// TestHTTPProbeRefused: an HTTP probe of a port nothing serves fails at once, its event saying
+// what the kubelet's says of a refused connection.
+func TestHTTPProbeRefused(t *testing.T) {
+	f, m, _ := newFake(t, 37)
+	m.opts.PodIP = func(types.UID) string { return "10.64.0.7" }
+	c := corev1.Container{Name: "agent", StartupProbe: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 600,
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/barrier-is-down", Port: intstr.FromInt32(8081)}}}}
+	pod := onePod(c)
+	w := newWorker(m, pod, &pod.Spec.Containers[0], Startup)
+	f.running("agent", "a1", false, t0)
+	w.probeOnce()
+	want := `Startup probe failed: Get "http://10.64.0.7:8081/barrier-is-down": dial tcp 10.64.0.7:8081: connect: connection refused`
+	if got := f.messages; len(got) != 1 || got[0] != want {
+		t.Errorf("events %q, want %q", got, want)
 	}
 }
 

@@ -2,7 +2,9 @@ package prober
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -182,9 +184,15 @@ func (w *worker) probe() (bool, string, error) {
 	h := w.spec.ProbeHandler
 	switch {
 	case h.HTTPGet != nil:
+		port := PortOf(c, h.HTTPGet.Port)
+		if !m.opts.Target.Serves(uid, port) {
+			// Refused at once, with no timeout to arm: the startup probe of every agent waiting
+			// at its barrier fails so every second.
+			addr := net.JoinHostPort(podIP(w), strconv.Itoa(int(port)))
+			return false, "Get " + strconv.Quote("http://"+addr+h.HTTPGet.Path) + ": dial tcp " + addr + ": connect: connection refused", nil
+		}
 		ctx, cancel := clockctx.WithTimeout(m.ctx, m.opts.Clock, timeout)
 		defer cancel()
-		port := PortOf(c, h.HTTPGet.Port)
 		code, err := m.opts.Target.HTTPGet(ctx, uid, port, h.HTTPGet.Path, Header(h.HTTPGet.HTTPHeaders))
 		switch {
 		case err != nil:

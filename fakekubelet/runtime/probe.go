@@ -88,4 +88,17 @@ func (r *Runtime) Listening(uid types.UID, port int32) bool {
 	return true
 }
 
+// Serves reports whether a connection to port would be taken: a program serves it, or something
+// listens on the pod's address there. Unlike Listening, it opens no connection.
+func (r *Runtime) Serves(uid types.UID, port int32) bool {
+	r.mu.Lock()
+	served := r.handler(uid, port) != nil
+	var iface *network.Interface
+	if sb := r.pods[uid]; sb != nil {
+		iface = sb.iface
+	}
+	r.mu.Unlock()
+	return served || (iface != nil && validPort(port) && iface.Listening(uint16(port)))
+}
+
 func validPort(p int32) bool { return p > 0 && p < 1<<16 }
