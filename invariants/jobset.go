@@ -533,7 +533,7 @@ func newPodState(pod *corev1.Pod, jsKey string) *podState {
 	}
 	// What the pod shows when first observed is its starting point, not news.
 	for _, st := range pod.Status.ContainerStatuses {
-		p.ran = p.ran || st.State.Running != nil || st.State.Terminated != nil
+		p.ran = p.ran || hasRun(st)
 		if st.State.Running != nil {
 			p.started[st.Name] = st.RestartCount
 		} else {
@@ -632,12 +632,17 @@ func instances(pod *corev1.Pod) map[string]int32 {
 	out := map[string]int32{}
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, st := range list {
-			if st.State.Running != nil || st.State.Terminated != nil {
+			if hasRun(st) {
 				out[st.Name] = st.RestartCount
 			}
 		}
 	}
 	return out
+}
+
+// hasRun reports whether the container's current instance has run: it runs or has ended.
+func hasRun(st corev1.ContainerStatus) bool {
+	return st.State.Running != nil || st.State.Terminated != nil
 }
 
 // restarted records that a member of the open round has restarted every container that had
@@ -745,7 +750,7 @@ func (c *JobSetInPlace) deleted(js *jobSetState, p *podState, pod *corev1.Pod, g
 // another pod's (as observed so far). Only then does its leaving put the group out of step.
 func (c *JobSetInPlace) groupRan(leaving *podState, pod *corev1.Pod) bool {
 	for _, st := range pod.Status.ContainerStatuses {
-		if leaving.workers[st.Name] && st.RestartCount >= leaving.gen && (st.State.Running != nil || st.State.Terminated != nil) {
+		if leaving.workers[st.Name] && st.RestartCount >= leaving.gen && hasRun(st) {
 			return true
 		}
 	}
