@@ -15,10 +15,10 @@
 //	--restartbed-pod-gc-quarantine             pkg/controller/podgc quarantineTime
 //
 // The pod GC constants have no variable to set. With either pod GC flag, this program runs
-// upstream's pod GC controller itself (podgc.NewPodGCInternal, which takes both durations) next
-// to upstream's command; the caller then disables the command's own copy with
-// --controllers=...,-pod-garbage-collector-controller. That controller reads
-// --terminated-pod-gc-threshold and --kubeconfig from upstream's arguments.
+// upstream's pod GC controller itself (podgc.NewPodGCInternal, which takes both durations) inside
+// upstream's command, once the command has configured logging; the caller then disables the
+// command's own copy with --controllers=...,-pod-garbage-collector-controller. That controller
+// reads --terminated-pod-gc-threshold and --kubeconfig from upstream's arguments.
 package main
 
 import (
@@ -29,14 +29,18 @@ import (
 	"time"
 	_ "time/tzdata" // CronJob time zones, as upstream's main
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/cli"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register"          // as upstream's main
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // as upstream's main
 	_ "k8s.io/component-base/metrics/prometheus/version"  // as upstream's main
+	"k8s.io/component-base/version/verflag"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	"k8s.io/kubernetes/pkg/controller/job"
@@ -73,15 +77,46 @@ func main() {
 			fmt.Fprintln(os.Stderr, "restartbed kube-controller-manager: --restartbed-pod-gc-period and --restartbed-pod-gc-quarantine go together")
 			os.Exit(2)
 		}
-		if err := startPodGC(upstream, t); err != nil {
-			fmt.Fprintf(os.Stderr, "restartbed kube-controller-manager: pod GC: %v\n", err)
-			os.Exit(1)
-		}
 	}
 
 	command := app.NewControllerManagerCommand()
 	command.SetArgs(upstream)
+	if t.podGCPeriod > 0 {
+		// The pod GC starts inside the command, once klog is configured: until then, cli.Run
+		// keeps contextual logging off, so the controller's goroutines would read klog's global
+		// logger while the command replaces it (which crashed the process at start).
+		runE := command.RunE
+		command.RunE = func(cmd *cobra.Command, args []string) error {
+			verflag.PrintAndExitIfRequested()
+			if err := applyLogging(cmd); err != nil {
+				return err
+			}
+			if err := startPodGC(upstream, t); err != nil {
+				return fmt.Errorf("restartbed: pod GC: %w", err)
+			}
+			return runE(cmd, args)
+		}
+	}
 	os.Exit(cli.Run(command))
+}
+
+// applyLogging configures klog from the command's parsed logging flags, as the command's own
+// RunE does first. That call, with the same configuration, then changes nothing.
+func applyLogging(cmd *cobra.Command) error {
+	c := logsapi.NewLoggingConfiguration()
+	fs := pflag.NewFlagSet("logs", pflag.ContinueOnError)
+	logsapi.AddFlags(c, fs)
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if parsed := cmd.Flags().Lookup(f.Name); err == nil && parsed != nil && parsed.Changed {
+			err = f.Value.Set(parsed.Value.String())
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("restartbed: logging flags: %w", err)
+	}
+	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
+	return logsapi.ValidateAndApply(c, utilfeature.DefaultFeatureGate)
 }
 
 // split separates this program's flags from upstream's. Ours are always written --name=value.
@@ -126,9 +161,7 @@ func startPodGC(upstream []string, t tunables) error {
 	if err != nil {
 		return err
 	}
-	// The controller runs while the command below configures klog: with its own logger in the
-	// context it never reads klog's global one as that is replaced (which crashed it).
-	ctx := klog.NewContext(context.Background(), klog.NewKlogr())
+	ctx := klog.NewContext(context.Background(), klog.LoggerWithName(klog.Background(), "pod-garbage-collector"))
 	factory := informers.NewSharedInformerFactory(client, 0)
 	gc := podgc.NewPodGCInternal(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(),
 		threshold, t.podGCPeriod, t.podGCQuarantine)
