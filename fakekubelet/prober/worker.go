@@ -71,18 +71,46 @@ func (w *worker) run() {
 			return
 		}
 	}
-	ticker := clk.NewTicker(w.period())
-	defer ticker.Stop()
-	for w.probeOnce() {
+	if !w.probeOnce() {
+		return
+	}
+	// The ticks land on multiples of tickGrid, so the runtime wakes for many workers at once
+	// instead of for each: that wake-up was most of what a worker cost between probes with
+	// thousands in one process (a node runs a few).
+	period := w.period()
+	next := alignUp(clk.Now().Add(period))
+	timer := clk.NewTimer(next.Sub(clk.Now()))
+	defer timer.Stop()
+	for {
 		select {
-		case <-ticker.C():
+		case <-timer.C():
+			// As a ticker, the ticks missed while the probe ran are dropped.
+			for now := clk.Now(); !next.After(now); {
+				next = next.Add(period)
+			}
+			timer.Reset(next.Sub(clk.Now()))
 		case <-w.trigger:
 		case <-w.stop:
 			return
 		case <-w.m.ctx.Done():
 			return
 		}
+		if !w.probeOnce() {
+			return
+		}
 	}
+}
+
+// tickGrid is what the workers' ticks are aligned to. Probe periods are whole seconds, so a
+// worker's probes stay a period apart; its first tick comes at most this much late.
+const tickGrid = 20 * time.Millisecond
+
+// alignUp is t, or the next multiple of tickGrid after it.
+func alignUp(t time.Time) time.Time {
+	if off := time.Duration(t.UnixNano() % int64(tickGrid)); off > 0 {
+		return t.Add(tickGrid - off)
+	}
+	return t
 }
 
 // probeOnce is one tick of the worker; it reports whether the worker goes on.
