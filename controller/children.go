@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -40,8 +41,8 @@ func newChildren() *children {
 	return &children{jobs: map[types.UID]map[string]*childJob{}, pods: map[types.NamespacedName]*podTally{}}
 }
 
-// childJob is a Job of the cache with the labels classify reads, parsed once per change of the
-// Job rather than once per reconcile.
+// childJob is a Job of the cache with what classify reads of its labels and status, taken once
+// per change of the Job rather than once per reconcile.
 type childJob struct {
 	*batchv1.Job
 	// restarts is the JobSet attempt label, index the Job index label, ownRestarts the Job's own
@@ -51,6 +52,13 @@ type childJob struct {
 	// named: the Job has the name its controlling JobSet gives the Job of its replicated Job
 	// and index (jobName).
 	named bool
+	// finished is JobComplete or JobFailed when that condition of the Job is True (Complete
+	// first), else empty.
+	finished batchv1.JobConditionType
+	// running, suspended and ready are what the JobSet's status counts of an unfinished Job:
+	// it has active pods, it is suspended, and its pods that succeeded or are ready reach its
+	// parallelism (or completions, if fewer).
+	running, suspended, ready bool
 }
 
 func newChildJob(job *batchv1.Job) *childJob {
@@ -68,6 +76,15 @@ func newChildJob(job *batchv1.Job) *childJob {
 	if owner := jobSetOwner(job); owner != nil && c.index >= 0 {
 		c.named = job.Name == owner.Name+"-"+c.replicatedJob+"-"+strconv.Itoa(c.index)
 	}
+	for _, t := range []batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed} {
+		if jobCondition(job, t) != nil {
+			c.finished = t
+			break
+		}
+	}
+	want := min(ptr.Deref(job.Spec.Parallelism, 1), ptr.Deref(job.Spec.Completions, ptr.Deref(job.Spec.Parallelism, 1)))
+	c.running, c.suspended = job.Status.Active > 0, ptr.Deref(job.Spec.Suspend, false)
+	c.ready = job.Status.Succeeded+ptr.Deref(job.Status.Ready, 0) >= want
 	return c
 }
 

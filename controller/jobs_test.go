@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -169,5 +170,48 @@ func TestAnyMissing(t *testing.T) {
 	renamed.Name = "js-a-0-old"
 	if !anyMissing(js, append([]*childJob{newChildJob(renamed)}, owned[1:]...), all) {
 		t.Error("a Job with another name stood in for js-a-0")
+	}
+}
+
+// TestReplicatedJobsStatus counts each kind of Job once, by its replicated Job, and leaves out the
+// Jobs of an earlier attempt.
+func TestReplicatedJobsStatus(t *testing.T) {
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "u-1"},
+		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "driver", Replicas: 1},
+			{Name: "workers", Replicas: 5}}}}
+	js.Status.Restarts = 1
+	js.Status.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "workers", JobRestarts: []int32{0, 2}}}
+	job := func(rj string, index, restarts int, edit func(*batchv1.Job)) *childJob {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train-" + rj + "-" + strconv.Itoa(index), Namespace: "ml",
+			Labels: map[string]string{jobsetv1alpha2.ReplicatedJobNameKey: rj, jobsetv1alpha2.JobIndexKey: strconv.Itoa(index),
+				jobsetv1alpha2.RestartsKey: strconv.Itoa(restarts)}},
+			Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2)}}
+		edit(j)
+		return newChildJob(j)
+	}
+	condition := func(t batchv1.JobConditionType) func(*batchv1.Job) {
+		return func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue},
+				{Type: t, Status: corev1.ConditionTrue}}
+		}
+	}
+	jobs := []*childJob{
+		job("driver", 0, 1, func(j *batchv1.Job) { j.Status.Active, j.Status.Ready = 2, ptr.To[int32](2) }),
+		job("workers", 0, 1, condition(batchv1.JobComplete)),
+		job("workers", 1, 1, condition(batchv1.JobFailed)),
+		job("workers", 2, 1, func(j *batchv1.Job) { j.Status.Active, j.Status.Succeeded, j.Status.Ready = 1, 1, ptr.To[int32](1) }),
+		job("workers", 3, 1, func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true) }),
+		job("workers", 4, 0, func(j *batchv1.Job) { j.Status.Active = 2 }),         // an earlier attempt's
+		job("workers", 5, 1, func(j *batchv1.Job) { j.Status.Conditions = nil }),   // its Job not yet started
+		job("workers", 6, 1, condition(batchv1.JobConditionType("FailureTarget"))), // not finished yet
+	}
+	c := classify(js, jobs, false)
+	if len(c.previous) != 1 || len(c.successful) != 1 || len(c.failed) != 1 || len(c.active) != 5 {
+		t.Fatalf("previous %d, successful %d, failed %d, active %d", len(c.previous), len(c.successful), len(c.failed), len(c.active))
+	}
+	want := []jobsetv1alpha2.ReplicatedJobStatus{{Name: "driver", Active: 1, Ready: 1},
+		{Name: "workers", Succeeded: 1, Failed: 1, Active: 1, Ready: 1, Suspended: 1, JobRestarts: []int32{0, 2}}}
+	if diff := cmp.Diff(want, replicatedJobsStatus(js, c)); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
 	}
 }
