@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -47,5 +48,20 @@ var _ = Describe("the upstream garbage collector", Label("gc"), func() {
 			err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
 		}).WithContext(ctx).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
+
+	// The fast profile's pod GC is upstream's controller run by restartbed's thin main with the
+	// profile's period and quarantine, inside upstream's command once it has configured logging.
+	It("deletes a pod bound to a node that does not exist, after the quarantine (pod GC)", func(ctx context.Context) {
+		ns := newNamespace(ctx)
+		pod := builders.MakePod("orphan", ns).Container(builders.MakeContainer("main").Obj()).Obj()
+		pod.Spec.NodeName = "no-such-node"
+		Expect(k8s.Create(ctx, pod)).To(Succeed())
+		created := time.Now()
+		Eventually(func(g Gomega) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the pod is still there: %s", pod.Status.Phase)
+		}).WithContext(ctx).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Expect(time.Since(created)).To(BeNumerically(">=", cluster.Timing.PodGCQuarantine), "deleted before the quarantine")
 	})
 })

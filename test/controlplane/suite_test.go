@@ -43,6 +43,10 @@ var _ = BeforeSuite(func(ctx context.Context) {
 		APIServerFlags: map[string][]string{
 			"default-not-ready-toleration-seconds": {strconv.Itoa(notReadyTolerationSeconds)},
 		},
+		// Logging flags of its own: the thin main configures klog from them before it starts
+		// the pod GC, and upstream's command, applying them again, must find nothing changed
+		// (gc_test.go).
+		ControllerManagerFlags: map[string][]string{"v": {"3"}, "vmodule": {"gc_controller=4"}},
 	})
 	k8s = cluster.Client
 }, NodeTimeout(specs.StartTimeout))
