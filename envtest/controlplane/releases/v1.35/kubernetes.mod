@@ -3,6 +3,7 @@ module restartbed.localhost/controlplane/kubernetes
 go 1.25.0
 
 require (
+	github.com/spf13/cobra v1.10.0
 	github.com/spf13/pflag v1.0.9
 	k8s.io/apiserver v0.35.8
 	k8s.io/client-go v0.35.8
@@ -91,7 +92,6 @@ require (
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
-	github.com/spf13/cobra v1.10.0 // indirect
 	github.com/stoewer/go-strcase v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/api/v3 v3.6.5 // indirect
