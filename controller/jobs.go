@@ -295,9 +295,7 @@ func replicatedJobsStatus(js *jobsetv1alpha2.JobSet, c childJobs) []jobsetv1alph
 			out[i].Succeeded, out[i].Failed, out[i].Active, out[i].Suspended, out[i].Ready = n.succeeded, n.failed, n.active,
 				n.suspended, n.ready
 		}
-	}
-	for i := range out {
-		if old := findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, out[i].Name); old != nil {
+		if old := findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, rj.Name); old != nil {
 			out[i].JobRestarts, out[i].JobRestartsCountTowardsMax = old.JobRestarts, old.JobRestartsCountTowardsMax
 		}
 	}

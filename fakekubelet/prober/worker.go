@@ -77,18 +77,19 @@ func (w *worker) run() {
 	// The ticks land on multiples of tickGrid, so the runtime wakes for many workers at once
 	// instead of for each: that wake-up was most of what a worker cost between probes with
 	// thousands in one process (a node runs a few).
-	period := w.period()
-	next := alignUp(clk.Now().Add(period))
-	timer := clk.NewTimer(next.Sub(clk.Now()))
+	period, now := w.period(), clk.Now()
+	next := alignUp(now.Add(period))
+	timer := clk.NewTimer(next.Sub(now))
 	defer timer.Stop()
 	for {
 		select {
 		case <-timer.C():
 			// As a ticker, the ticks missed while the probe ran are dropped.
-			for now := clk.Now(); !next.After(now); {
+			now := clk.Now()
+			for !next.After(now) {
 				next = next.Add(period)
 			}
-			timer.Reset(next.Sub(clk.Now()))
+			timer.Reset(next.Sub(now))
 		case <-w.trigger:
 		case <-w.stop:
 			return
