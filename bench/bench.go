@@ -47,6 +47,9 @@ type Options struct {
 	Timeout time.Duration
 	// Progress receives a line per step. Default: discarded.
 	Progress io.Writer
+	// Restarting, if set, is called just before the worker of a strategy's restart is made to
+	// exit: with Restarted, it bounds the window of the report's CPU figures (Restart.CPU).
+	Restarting func(Strategy)
 	// Restarted, if set, is called when every worker runs again after a strategy's restart,
 	// before anything is cleaned up: the moment to take a heap profile.
 	Restarted func(Strategy)

@@ -81,6 +81,9 @@ func measureRestart(ctx context.Context, cluster *envtest.Cluster, opts Options,
 	if err != nil {
 		return nil, err
 	}
+	if opts.Restarting != nil {
+		opts.Restarting(strategy)
+	}
 	cpuBefore := procs.cpu()
 	exitAt := time.Now()
 	obs.arm(livePods(pods), current, exitAt)

@@ -32,6 +32,7 @@ type benchFlags struct {
 	timeout          time.Duration
 	heartbeats       float64
 	cpuProfile       string
+	restartProfile   string
 	memProfile       string
 	apiProfile       string
 	apiProfileFor    time.Duration
@@ -113,6 +114,8 @@ Exit status: 0 measured; 1 a restart did not complete or the cluster failed; 2 b
 		"most Lease renewals a second all nodes may make; past it every node's heartbeat interval, lease and grace are stretched alike (0: the timing profile's own)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "bound of each wait: the workers starting, the group restart, the clean-up (0: 10m, or 250ms a pod if longer)")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of restartbed's process (pprof) to this file")
+	cmd.Flags().StringVar(&f.restartProfile, "restart-cpuprofile", "",
+		"write a CPU profile of restartbed's process (pprof) over the first restart only, from the worker's exit until every worker runs again (the window of the report's CPU figures), to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write a heap profile of restartbed's process (pprof) to this file when every worker runs again after the first restart")
 	cmd.Flags().StringVar(&f.apiProfile, "apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver (pprof), taken from the first restart's exit, to this file")
 	cmd.Flags().StringVar(&f.agentBinary, "agent-binary", "", "run this host executable as every pod's agent (needs --allow-host-binaries)")
@@ -141,6 +144,9 @@ func (f benchFlags) options() (bench.Options, error) {
 	}
 	if _, err := controlplane.ResolveRelease(f.version); err != nil {
 		return opts, fmt.Errorf("--kubernetes-version: %w", err)
+	}
+	if f.cpuProfile != "" && f.restartProfile != "" {
+		return opts, errors.New("--cpuprofile and --restart-cpuprofile cannot be given together: a process has one CPU profile at a time")
 	}
 	if f.apiProfileFor < time.Second {
 		return opts, fmt.Errorf("--apiserver-cpuprofile-for must be at least 1s, got %s", f.apiProfileFor)
@@ -177,14 +183,31 @@ func runBench(ctx context.Context, out io.Writer, opts bench.Options, f benchFla
 		defer file.Close()
 		opts.APIServerProfile, opts.APIServerProfileFor = file, f.apiProfileFor
 	}
-	var profileErr error
-	if f.memProfile != "" {
-		var once sync.Once
-		opts.Restarted = func(bench.Strategy) { once.Do(func() { profileErr = writeHeapProfile(f.memProfile) }) }
+	var restartProfile *restartCPUProfile
+	if f.restartProfile != "" {
+		var err error
+		if restartProfile, err = newRestartCPUProfile(f.restartProfile); err != nil {
+			return exitError{code: exitInvalid, err: fmt.Errorf("--restart-cpuprofile: %w", err)}
+		}
+		defer restartProfile.stop()
+		opts.Restarting = restartProfile.start
+	}
+	var heapErr error
+	var heapOnce sync.Once
+	opts.Restarted = func(bench.Strategy) {
+		if restartProfile != nil {
+			restartProfile.stop() // before the heap profile's collection adds to it
+		}
+		if f.memProfile != "" {
+			heapOnce.Do(func() { heapErr = writeHeapProfile(f.memProfile) })
+		}
 	}
 	rep, runErr := bench.Run(ctx, opts)
-	if profileErr != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("--memprofile: %w", profileErr))
+	if heapErr != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("--memprofile: %w", heapErr))
+	}
+	if restartProfile != nil && restartProfile.err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("--restart-cpuprofile: %w", restartProfile.err))
 	}
 	if rep != nil {
 		if f.output == "json" {
@@ -211,6 +234,47 @@ func writeHeapProfile(path string) error {
 	}
 	goruntime.GC()
 	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
+}
+
+// restartCPUProfile is --restart-cpuprofile: a CPU profile of this process over the first
+// restart. Its file is created before the run, so that a path that cannot be written fails
+// before the minutes a bench takes; the profile starts at the first restart's exit and stops
+// when every worker runs again, or when the run ends.
+type restartCPUProfile struct {
+	file             *os.File
+	started, stopped bool
+	err              error
+}
+
+func newRestartCPUProfile(path string) (*restartCPUProfile, error) {
+	file, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &restartCPUProfile{file: file}, nil
+}
+
+// start starts the profile, the first time only; bench.Options.Restarting.
+func (p *restartCPUProfile) start(bench.Strategy) {
+	if p.started {
+		return
+	}
+	p.started = true
+	p.err = pprof.StartCPUProfile(p.file)
+}
+
+// stop ends the profile and closes its file; later calls do nothing.
+func (p *restartCPUProfile) stop() {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	if p.started && p.err == nil {
+		pprof.StopCPUProfile()
+	}
+	if err := p.file.Close(); err != nil && p.err == nil {
+		p.err = err
+	}
 }
 
 // startCPUProfile profiles this process's CPU into path until the returned function is called.

@@ -30,6 +30,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{[]string{"--compare", notReport}, "--compare: " + notReport + ": not a restartbed bench JSON report"},
 		{[]string{"--heartbeats-per-second", "-1"}, "--heartbeats-per-second must be 0"},
 		{[]string{"extra"}, `unknown command "extra"`},
+		{[]string{"--cpuprofile", "a.pprof", "--restart-cpuprofile", "b.pprof"}, "--cpuprofile and --restart-cpuprofile cannot be given together"},
+		{[]string{"--restart-cpuprofile", filepath.Join(t.TempDir(), "no", "dir", "restart.pprof")}, "--restart-cpuprofile: open"},
 		{[]string{"--agent-binary", "/bin/true"}, "--agent-binary names the host binary /bin/true, and --allow-host-binaries was not given"},
 		{[]string{"--agent-binary", "/no/such/agent", "--allow-host-binaries"}, "--agent-binary: stat /no/such/agent"},
 		{[]string{"--agent-binary", notReport, "--allow-host-binaries"}, "--agent-binary: " + notReport + " is not an executable file"},
