@@ -12,27 +12,47 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
 // TestCorrelatorAsClientGo feeds restartbed's correlator and client-go's the same random events
-// (repeats, messages that differ so that they combine, several objects and sources, the clock
-// moving by up to ten minutes, writes the apiserver answers) and wants the same verdict, event
-// and patch from both every time.
+// (repeats, messages that differ so that they combine, several objects on two kubelets, so many
+// of them that the caches forget, the clock moving by up to ten minutes, writes the apiserver
+// answers) and wants the same verdict, event and patch from both every time. Each kubelet has a
+// correlator of each kind, as each has its own recorder.
 func TestCorrelatorAsClientGo(t *testing.T) {
-	for seed := range uint64(8) {
+	type kubelet struct {
+		ours    *correlator
+		theirs  *record.EventCorrelator
+		objects sets.Set[string] // the spam filter's keys it has seen
+	}
+	for seed := range uint64(10) {
+		// The last two seeds have so many pods that every cache fills and forgets.
+		pods, steps := 3, 2000
+		if seed >= 8 {
+			pods, steps = 12000, 30000
+		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed, 1))
 			clk := testingclock.NewFakeClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
-			ours := newCorrelator(clk)
-			theirs := record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{Clock: clk})
+			kubelets := map[string]*kubelet{}
+			for _, host := range hosts {
+				kubelets[host] = &kubelet{ours: newCorrelator(clk, corev1.EventSource{Component: "kubelet", Host: host}),
+					theirs: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{Clock: clk}), objects: sets.New[string]()}
+			}
 			rv, fresh := 0, 0
 			skipped, patched, combined := 0, 0, 0
-			for step := range 2000 {
-				ev := randomEvent(rng, clk.Now(), &fresh)
+
+			for step := range steps {
+				ev := randomEvent(rng, clk.Now(), pods, &fresh)
+				k := kubelets[ev.Source.Host]
+				k.objects.Insert(ev.InvolvedObject.Name)
+				ours, theirs := k.ours, k.theirs
 				want, wantErr := theirs.EventCorrelate(ev.DeepCopy())
-				got, gotErr := ours.correlate(ev.DeepCopy())
+				got, gotErr := ours.correlate(ev.InvolvedObject.DeepCopy(), ev.Type, ev.Reason, ev.Message)
 				if (wantErr == nil) != (gotErr == nil) {
 					t.Fatalf("step %d: error %v, client-go's %v", step, gotErr, wantErr)
 				}
@@ -64,6 +84,11 @@ func TestCorrelatorAsClientGo(t *testing.T) {
 					clk.Step(time.Duration(rng.IntN(700)) * time.Second)
 				}
 			}
+			for host, k := range kubelets {
+				if pods > 3 && k.objects.Len() <= correlatorCacheSize {
+					t.Fatalf("%d objects on %s: its caches never had to forget one", k.objects.Len(), host)
+				}
+			}
 			if skipped == 0 || patched == 0 || combined == 0 {
 				t.Fatalf("the events never reached the spam filter (%d skipped), never repeated (%d patched) or were never combined (%d)",
 					skipped, patched, combined)
@@ -72,13 +97,19 @@ func TestCorrelatorAsClientGo(t *testing.T) {
 	}
 }
 
-// randomEvent is an event a kubelet might make: a few pods, containers and nodes; Unhealthy with
+// randomEvent is an event a kubelet's recorder might make: pods of the given number, containers and nodes; Unhealthy with
 // one message, which repeats; Started with three, too few to be combined; BackOff with a new
 // message each time (fresh counts it), combined from the tenth on. (A reason whose messages both
 // repeat and exceed ten is combined as client-go's set of messages happens to pop one, at
 // random, so no two correlators agree on it.)
-func randomEvent(rng *rand.Rand, now time.Time, fresh *int) *corev1.Event {
-	pod := rng.IntN(3)
+// hosts are the nodes whose kubelets make randomEvent's events.
+var hosts = []string{"node-0", "node-1"}
+
+func randomEvent(rng *rand.Rand, now time.Time, pods int, fresh *int) *corev1.Event {
+	pod := rng.IntN(pods)
+	if rng.IntN(2) == 0 {
+		pod = rng.IntN(3) // a few pods have most of the events, and repeats
+	}
 	reasons := []string{eventUnhealthy, eventBackOff, eventStarted}
 	reason := reasons[rng.IntN(len(reasons))]
 	message := "Startup probe failed: HTTP probe failed with statuscode: 503"
@@ -90,11 +121,13 @@ func randomEvent(rng *rand.Rand, now time.Time, fresh *int) *corev1.Event {
 		message = fmt.Sprintf("Started container c%d", rng.IntN(3))
 	}
 	t := metav1.NewTime(now)
+	host := hosts[rng.IntN(len(hosts))]
 	return &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d.%x", pod, now.UnixNano()), Namespace: "ns"},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "ns", Name: fmt.Sprintf("p%d", pod),
 			UID: types.UID(fmt.Sprintf("uid-%d", pod)), FieldPath: fmt.Sprintf("spec.containers{c%d}", rng.IntN(2))},
 		Reason: reason, Message: message, Type: corev1.EventTypeWarning, Count: 1, FirstTimestamp: t, LastTimestamp: t,
-		Source: corev1.EventSource{Component: "kubelet", Host: fmt.Sprintf("node-%d", rng.IntN(2))},
+		Source:              corev1.EventSource{Component: "kubelet", Host: host},
+		ReportingController: "kubelet", ReportingInstance: host,
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
@@ -90,7 +89,6 @@ type pendingEvent struct {
 
 // nodeEvents is one node's kubelet's event pipeline.
 type nodeEvents struct {
-	source     corev1.EventSource
 	correlator *correlator
 	// order makes the node's events queued in the order they were correlated: a repeat's patch
 	// is written after the event it counts.
@@ -130,8 +128,7 @@ func (e *events) node(name string) *nodeEvents {
 	n := e.byNode[name]
 	if n == nil {
 		n = &nodeEvents{
-			source:     corev1.EventSource{Component: "kubelet", Host: name},
-			correlator: newCorrelator(e.clock),
+			correlator: newCorrelator(e.clock, corev1.EventSource{Component: "kubelet", Host: name}),
 			limiter:    flowcontrol.NewTokenBucketPassiveRateLimiterWithClock(eventQPS, eventBurst, e.clock),
 		}
 		e.byNode[name] = n
@@ -158,7 +155,7 @@ func (e *events) record(node string, ref *corev1.ObjectReference, eventType, rea
 	if full {
 		return
 	}
-	result, err := n.correlator.correlate(n.event(e.clock.Now(), ref, eventType, reason, fmt.Sprintf(format, args...)))
+	result, err := n.correlator.correlate(ref, eventType, reason, fmt.Sprintf(format, args...))
 	if err != nil {
 		e.log.Error(err, "Correlating an event failed", "reason", reason)
 	}
@@ -169,21 +166,6 @@ func (e *events) record(node string, ref *corev1.ObjectReference, eventType, rea
 	n.pending = append(n.pending, &pendingEvent{ev: result.Event, correlated: result})
 	e.mu.Unlock()
 	e.queue.Add(node)
-}
-
-// event is the Event a kubelet's recorder makes (client-go's record package): named after its
-// object and the time in hexadecimal nanoseconds, in the object's namespace, counted once.
-func (n *nodeEvents) event(now time.Time, ref *corev1.ObjectReference, eventType, reason, message string) *corev1.Event {
-	t := metav1.NewTime(now)
-	namespace := ref.Namespace
-	if namespace == "" {
-		namespace = metav1.NamespaceDefault
-	}
-	return &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: ref.Name + "." + strconv.FormatInt(now.UnixNano(), 16), Namespace: namespace},
-		InvolvedObject: *ref, Reason: reason, Message: message, FirstTimestamp: t, LastTimestamp: t, Count: 1, Type: eventType,
-		Source: n.source, ReportingController: n.source.Component, ReportingInstance: n.source.Host,
-	}
 }
 
 // writeNext writes the events of the next node with some waiting, within its rate limit, until
