@@ -67,6 +67,12 @@ type objectKey struct {
 	eventType                              string
 }
 
+// objectKeyOf is the key of the event about ref, of that type.
+func objectKeyOf(ref *corev1.ObjectReference, eventType string) objectKey {
+	return objectKey{kind: ref.Kind, namespace: ref.Namespace, name: ref.Name, uid: string(ref.UID), apiVersion: ref.APIVersion,
+		eventType: eventType}
+}
+
 // aggregateKey is what client-go's aggregator combines by (EventAggregatorByReasonFunc), less
 // the source and the reporting controller and instance, which are the source: the object, the
 // type and the reason.
@@ -115,8 +121,7 @@ func newCorrelator(clk clock.PassiveClock, source corev1.EventSource) *correlato
 // one already made, or dropped by the spam filter (Skip, and no Event).
 func (c *correlator) correlate(ref *corev1.ObjectReference, eventType, reason, message string) (*record.EventCorrelateResult, error) {
 	now := c.clock.Now()
-	object := objectKey{kind: ref.Kind, namespace: ref.Namespace, name: ref.Name, uid: string(ref.UID), apiVersion: ref.APIVersion,
-		eventType: eventType}
+	object := objectKeyOf(ref, eventType)
 	// The kubelet's recorder reports as its source.
 	reportingController, reportingInstance := c.source.Component, c.source.Host
 
@@ -192,9 +197,8 @@ func (c *correlator) correlate(ref *corev1.ObjectReference, eventType, reason, m
 // already, and its count does not set them back. Like client-go's, it counts a written combined
 // event by its own message, not by its aggregate.
 func (c *correlator) updateState(ev *corev1.Event) {
-	o := &ev.InvolvedObject
-	key := eventKey{aggregateKey: aggregateKey{objectKey: objectKey{kind: o.Kind, namespace: o.Namespace, name: o.Name, uid: string(o.UID),
-		apiVersion: o.APIVersion, eventType: ev.Type}, reason: ev.Reason}, fieldPath: o.FieldPath, message: ev.Message}
+	key := eventKey{aggregateKey: aggregateKey{objectKey: objectKeyOf(&ev.InvolvedObject, ev.Type), reason: ev.Reason},
+		fieldPath: ev.InvolvedObject.FieldPath, message: ev.Message}
 	written := seenEvent{count: ev.Count, firstTimestamp: ev.FirstTimestamp, name: ev.Name, resourceVersion: ev.ResourceVersion}
 	c.mu.Lock()
 	defer c.mu.Unlock()

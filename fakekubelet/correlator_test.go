@@ -97,14 +97,15 @@ func TestCorrelatorAsClientGo(t *testing.T) {
 	}
 }
 
-// randomEvent is an event a kubelet's recorder might make: pods of the given number, containers and nodes; Unhealthy with
-// one message, which repeats; Started with three, too few to be combined; BackOff with a new
-// message each time (fresh counts it), combined from the tenth on. (A reason whose messages both
-// repeat and exceed ten is combined as client-go's set of messages happens to pop one, at
-// random, so no two correlators agree on it.)
 // hosts are the nodes whose kubelets make randomEvent's events.
 var hosts = []string{"node-0", "node-1"}
 
+// randomEvent is an event a kubelet's recorder might make: one of that many pods (half the time
+// one of the first three), containers and nodes; Unhealthy with one message, which repeats;
+// Started with three, too few to be combined; BackOff with a new message each time (fresh counts
+// it), combined from the tenth on. (A reason whose messages both repeat and exceed ten is
+// combined as client-go's set of messages happens to pop one, at random, so no two correlators
+// agree on it.)
 func randomEvent(rng *rand.Rand, now time.Time, pods int, fresh *int) *corev1.Event {
 	pod := rng.IntN(pods)
 	if rng.IntN(2) == 0 {
