@@ -67,10 +67,10 @@ KWOK_VERSION := v0.8.0
 KWOK_DIR     := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/restartbed/kwok/$(KWOK_VERSION)
 
 .PHONY: bench-kwok
-bench-kwok: build envtest-assets ## restartbed kubelet beside KWOK $(KWOK_VERSION) on one control plane: NODES (1000) nodes and pods, created, Running, deleted (docs/performance.md).
+bench-kwok: build envtest-assets ## restartbed kubelet beside KWOK $(KWOK_VERSION) on one control plane: NODES (1000) nodes and pods, created, Running, deleted; KWOKCOMPARE_FLAGS for more (docs/performance.md).
 	@test -x $(KWOK_DIR)/kwok || GOBIN=$(KWOK_DIR) $(GO) install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
 	$(GO) run ./hack/kwokcompare --nodes $(or $(NODES),1000) --kwok $(KWOK_DIR)/kwok --restartbed $(BIN)/restartbed \
-		--kwok-module $$($(GO) mod download -json sigs.k8s.io/kwok@$(KWOK_VERSION) | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+		--kwok-module $$($(GO) mod download -json sigs.k8s.io/kwok@$(KWOK_VERSION) | sed -n 's/.*"Dir": "\(.*\)",/\1/p') $(KWOKCOMPARE_FLAGS)
 
 .PHONY: bench-agent-binary
 bench-agent-binary: envtest-assets ## CI's bench with upstream JobSet's agent binary as every pod's agent (100 pods, in place; root only): it must complete.

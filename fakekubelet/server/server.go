@@ -1,9 +1,10 @@
 // Package server is the kubelet's API as every emulated node serves it, on the node's address and
 // the port its status advertises (what pkg/kubelet/server serves): container logs, exec, attach,
-// run and port-forward, the node's pods and running pods, /healthz and /configz. Requests are
-// authenticated (client certificates of the cluster's client CA, bearer tokens through the
-// TokenReview API, no anonymous access) and authorized through the SubjectAccessReview API as the
-// kubelet's webhook mode does: verb from the method, resource nodes, the subresource from the path.
+// run and port-forward, the node's pods and running pods, /healthz, /configz, /metrics and the
+// profiling handler under /debug/pprof/. Requests are authenticated (client certificates of the
+// cluster's client CA, bearer tokens through the TokenReview API, no anonymous access) and
+// authorized through the SubjectAccessReview API as the kubelet's webhook mode does: verb from the
+// method, resource nodes, the subresource from the path.
 //
 // It decides nothing about pods: the pods come from the caller, and what runs in them from the
 // runtime. It serves HTTP only; the caller puts it on the network behind TLS.
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"strconv"
 	"strings"
@@ -123,6 +125,13 @@ func (s *Server) Handler(node string) http.Handler {
 	}
 	mux.HandleFunc("POST /run/{namespace}/{pod}/{container}", n.run)
 	mux.HandleFunc("POST /run/{namespace}/{pod}/{uid}/{container}", n.run)
+	// The kubelet's profiling handler (enableProfilingHandler, on by default), authorized as
+	// proxy. Every node's kubelet is this process, so any node's profiles all of them.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return n.authFilter(mux)
 }
 

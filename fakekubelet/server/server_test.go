@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -271,5 +272,30 @@ func TestLogOptions(t *testing.T) {
 		if _, err := logOptions(q); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
+	}
+}
+
+// TestProfiling: the kubelet's profiling handler serves the process's profiles, authorized as
+// the proxy subresource like every path without a subresource of its own.
+func TestProfiling(t *testing.T) {
+	ts := newTestServer(t)
+	for path, want := range map[string]string{"/debug/pprof/": "goroutine", "/debug/pprof/goroutine?debug=1": "goroutine profile:",
+		"/debug/pprof/cmdline": ""} {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %s, want 200 with %q:\n%.300s", path, resp.Status, want, body)
+		}
+	}
+	n := &nodeAPI{s: &Server{}, node: "n"}
+	if got := n.subresources("/debug/pprof/profile"); !slices.Equal(got, []string{"proxy"}) {
+		t.Errorf("/debug/pprof/profile is authorized as %v, want [proxy]", got)
 	}
 }

@@ -17,11 +17,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -33,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -69,6 +73,10 @@ type options struct {
 	restartbedBinary    string
 	version             string
 	only                string
+	// cpuProfile, if set, is where a CPU profile of `restartbed kubelet` over the first
+	// profileFor of each run's pods phase goes (the run's number is added before its extension).
+	cpuProfile string
+	profileFor time.Duration
 }
 
 // result is one run's figures.
@@ -94,9 +102,12 @@ func main() {
 	flag.StringVar(&o.restartbedBinary, "restartbed", "", "the restartbed binary")
 	flag.StringVar(&o.version, "kubernetes-version", "", "release of the control plane (default: the newest)")
 	flag.StringVar(&o.only, "only", "", "run only this fake-node process: kwok or restartbed")
+	flag.StringVar(&o.cpuProfile, "restartbed-cpuprofile", "",
+		"write a CPU profile of restartbed kubelet from the pods' creation, taken through its kubelet API's /debug/pprof, to this file (run-N added before the extension)")
+	flag.DurationVar(&o.profileFor, "profile-for", 30*time.Second, "how long --restartbed-cpuprofile profiles")
 	flag.Parse()
-	if o.kwokBinary == "" || o.kwokMod == "" || o.restartbedBinary == "" || o.nodes < 1 || o.runs < 1 {
-		fmt.Fprintln(os.Stderr, "kwokcompare: --kwok, --kwok-module and --restartbed are required; --nodes and --runs must be positive")
+	if o.kwokBinary == "" || o.kwokMod == "" || o.restartbedBinary == "" || o.nodes < 1 || o.runs < 1 || o.profileFor < time.Second {
+		fmt.Fprintln(os.Stderr, "kwokcompare: --kwok, --kwok-module and --restartbed are required; --nodes and --runs must be positive; --profile-for at least 1s")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -190,6 +201,12 @@ func measure(ctx context.Context, o options, impl string, run int) (result, erro
 	if err != nil {
 		return result{}, err
 	}
+	profiled := make(chan error, 1)
+	if impl == restartbed && o.cpuProfile != "" {
+		go func() { profiled <- profileKubelet(ctx, cluster, o, run) }()
+	} else {
+		profiled <- nil
+	}
 	start := time.Now()
 	if err := forEach(ctx, o.nodes, func(ctx context.Context, i int) error {
 		_, err := cs.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, pod(i), metav1.CreateOptions{})
@@ -228,7 +245,55 @@ func measure(ctx context.Context, o options, impl string, run int) (result, erro
 	if r.peakRSS, err = procfs.PeakRSS(pid); err != nil {
 		return result{}, err
 	}
+	if err := <-profiled; err != nil {
+		return result{}, fmt.Errorf("profiling restartbed kubelet: %w", err)
+	}
 	return r, nil
+}
+
+// profileKubelet writes a CPU profile of restartbed kubelet over o.profileFor, asked of the first
+// node's kubelet API (every node's kubelet is that process) with the cluster admin's credentials.
+// Not through the apiserver's node proxy: it refuses a node on a loopback address.
+func profileKubelet(ctx context.Context, cluster *envtest.Cluster, o options, run int) error {
+	ext := filepath.Ext(o.cpuProfile)
+	file := fmt.Sprintf("%s-run-%d%s", strings.TrimSuffix(o.cpuProfile, ext), run, ext)
+	n, err := cluster.Clientset.CoreV1().Nodes().Get(ctx, node(0).Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	var address string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			address = a.Address
+		}
+	}
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Host = "https://" + net.JoinHostPort(address, strconv.Itoa(int(n.Status.DaemonEndpoints.KubeletEndpoint.Port)))
+	// The kubelet's serving certificate is of a CA the admin's configuration does not hold.
+	cfg.Insecure, cfg.CAData, cfg.CAFile = true, nil, ""
+	cfg.Timeout = o.profileFor + time.Minute
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", cfg.Host, int(o.profileFor/time.Second))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %.300s", url, resp.Status, data)
+	}
+	return os.WriteFile(file, data, 0o644)
 }
 
 // fakeNodes is the command of the fake-node process, taking over the annotated nodes.
