@@ -31,14 +31,24 @@ import (
 // The Jobs are the cache's own objects: readers must not modify them.
 type children struct {
 	mu sync.RWMutex
-	// jobs holds Jobs by the UID of the JobSet that controls them, then by name.
-	jobs map[types.UID]map[string]*childJob
+	// jobs holds Jobs by the UID of the JobSet that controls them.
+	jobs map[types.UID]*jobSetJobs
+	// changes numbers the changes of Jobs, so that a view knows whether its Jobs are current.
+	changes uint64
 	// pods tallies pods by their JobSet: namespace and jobset-name label.
 	pods map[types.NamespacedName]*podTally
 }
 
+// jobSetJobs are one JobSet's Jobs, and the last view of them a reconcile took.
+type jobSetJobs struct {
+	byName map[string]*childJob
+	// changed is children.changes at the last change of these Jobs.
+	changed uint64
+	view    *jobView
+}
+
 func newChildren() *children {
-	return &children{jobs: map[types.UID]map[string]*childJob{}, pods: map[types.NamespacedName]*podTally{}}
+	return &children{jobs: map[types.UID]*jobSetJobs{}, pods: map[types.NamespacedName]*podTally{}}
 }
 
 // childJob is a Job of the cache with what classify reads of its labels and status, taken once
@@ -88,34 +98,113 @@ func newChildJob(job *batchv1.Job) *childJob {
 	return c
 }
 
-// anyMissing reports whether a Job of a replicated Job that allowed lets start is missing from
-// owned, by the name jobName gives it.
-func anyMissing(js *jobsetv1alpha2.JobSet, owned []*childJob, allowed map[string]bool) bool {
+// jobView is what a reconcile reads of a JobSet's Jobs: the Jobs, their classification and which
+// replicated Jobs have a Job of every index. During a group restart at 5000 pods the JobSet is
+// reconciled thousands of times while its 1250 Jobs barely change; going through all of them on
+// each reconcile made the controller's work grow as N². A view is kept with the JobSet's Jobs
+// and reused while neither they nor what classify reads of the JobSet have changed.
+//
+// A view is shared by reconciles: its slices and maps must not be modified.
+type jobView struct {
+	key   viewKey
+	owned []*childJob
+	jobs  childJobs
+	// complete holds the replicated Jobs of which a Job of every index has the name jobName
+	// gives it.
+	complete map[string]bool
+}
+
+// viewKey is what a view was taken of: the Jobs as of a change, and the JobSet's generation
+// (its replicated Jobs), restart attempt and, with the RestartJob gate, each Job's own attempt.
+type viewKey struct {
+	changed     uint64
+	generation  int64
+	restarts    int32
+	restartJob  bool
+	jobRestarts [][]int32
+}
+
+func (k viewKey) equal(o viewKey) bool {
+	return k.changed == o.changed && k.generation == o.generation && k.restarts == o.restarts && k.restartJob == o.restartJob &&
+		slices.EqualFunc(k.jobRestarts, o.jobRestarts, slices.Equal)
+}
+
+func viewKeyOf(js *jobsetv1alpha2.JobSet, changed uint64, restartJob bool) viewKey {
+	k := viewKey{changed: changed, generation: js.Generation, restarts: js.Status.Restarts, restartJob: restartJob}
+	if restartJob {
+		for i := range js.Spec.ReplicatedJobs {
+			var restarts []int32
+			if st := findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, js.Spec.ReplicatedJobs[i].Name); st != nil {
+				restarts = st.JobRestarts
+			}
+			k.jobRestarts = append(k.jobRestarts, slices.Clone(restarts))
+		}
+	}
+	return k
+}
+
+// view returns the view of the Jobs the JobSet controls: the last one taken, if it is still
+// current, else a new one.
+func (c *children) view(js *jobsetv1alpha2.JobSet, restartJob bool) *jobView {
+	c.mu.RLock()
+	held := c.jobs[js.UID]
+	var owned []*childJob
+	var key viewKey
+	if held != nil {
+		key = viewKeyOf(js, held.changed, restartJob)
+		if v := held.view; v != nil && v.key.equal(key) {
+			c.mu.RUnlock()
+			return v
+		}
+		owned = held.list()
+	}
+	c.mu.RUnlock()
+	v := &jobView{key: key, owned: owned, jobs: classify(js, owned, restartJob), complete: completeReplicatedJobs(js, owned)}
+	if held != nil {
+		c.mu.Lock()
+		// Kept only if no Job changed meanwhile: the next reconcile takes a view of the new ones.
+		if c.jobs[js.UID] == held && held.changed == key.changed {
+			held.view = v
+		}
+		c.mu.Unlock()
+	}
+	return v
+}
+
+// completeReplicatedJobs returns, for each replicated Job, whether owned has a Job of every
+// index of it, by the name jobName gives it.
+func completeReplicatedJobs(js *jobsetv1alpha2.JobSet, owned []*childJob) map[string]bool {
 	present := map[string][]bool{}
 	for i := range js.Spec.ReplicatedJobs {
-		if rj := &js.Spec.ReplicatedJobs[i]; allowed[rj.Name] {
-			present[rj.Name] = make([]bool, rj.Replicas)
-		}
+		rj := &js.Spec.ReplicatedJobs[i]
+		present[rj.Name] = make([]bool, rj.Replicas)
 	}
 	for _, job := range owned {
 		if have := present[job.replicatedJob]; job.named && job.index < len(have) {
 			have[job.index] = true
 		}
 	}
-	for _, have := range present {
-		if slices.Contains(have, false) {
+	complete := make(map[string]bool, len(present))
+	for name, have := range present {
+		complete[name] = !slices.Contains(have, false)
+	}
+	return complete
+}
+
+// anyMissing reports whether a Job of a replicated Job that allowed lets start is missing.
+func (v *jobView) anyMissing(allowed map[string]bool) bool {
+	for name, ok := range allowed {
+		if complete, known := v.complete[name]; ok && known && !complete {
 			return true
 		}
 	}
 	return false
 }
 
-// jobsOf returns the Jobs the JobSet controls, in no particular order.
-func (c *children) jobsOf(uid types.UID) []*childJob {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	jobs := make([]*childJob, 0, len(c.jobs[uid]))
-	for _, j := range c.jobs[uid] {
+// list returns the Jobs in no particular order.
+func (h *jobSetJobs) list() []*childJob {
+	jobs := make([]*childJob, 0, len(h.byName))
+	for _, j := range h.byName {
 		jobs = append(jobs, j)
 	}
 	return jobs
@@ -125,12 +214,15 @@ func (c *children) jobsOf(uid types.UID) []*childJob {
 func (c *children) setJob(old, job *batchv1.Job) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.changes++
 	if old != nil {
 		if owner := jobSetOwner(old); owner != nil {
-			byName := c.jobs[owner.UID]
-			delete(byName, old.Name)
-			if len(byName) == 0 {
-				delete(c.jobs, owner.UID)
+			if held := c.jobs[owner.UID]; held != nil {
+				delete(held.byName, old.Name)
+				held.changed, held.view = c.changes, nil
+				if len(held.byName) == 0 {
+					delete(c.jobs, owner.UID)
+				}
 			}
 		}
 	}
@@ -138,10 +230,13 @@ func (c *children) setJob(old, job *batchv1.Job) {
 		return
 	}
 	if owner := jobSetOwner(job); owner != nil {
-		if c.jobs[owner.UID] == nil {
-			c.jobs[owner.UID] = map[string]*childJob{}
+		held := c.jobs[owner.UID]
+		if held == nil {
+			held = &jobSetJobs{byName: map[string]*childJob{}}
+			c.jobs[owner.UID] = held
 		}
-		c.jobs[owner.UID][job.Name] = newChildJob(job)
+		held.byName[job.Name] = newChildJob(job)
+		held.changed, held.view = c.changes, nil
 	}
 }
 

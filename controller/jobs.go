@@ -213,6 +213,8 @@ func jobRestarts(js *jobsetv1alpha2.JobSet, replicatedJob string, index int32) i
 // childJobs are a JobSet's Jobs by generation and state.
 type childJobs struct {
 	previous, active, successful, failed []*batchv1.Job
+	// suspended are the active Jobs that are suspended, by replicated Job.
+	suspended map[string][]*batchv1.Job
 	// counts are the current Jobs' counts by replicated Job, as the JobSet's status has them.
 	counts map[string]*jobCounts
 }
@@ -225,7 +227,7 @@ type jobCounts struct{ succeeded, failed, active, suspended, ready int32 }
 // newChildJob took from each Job: a reconcile at 5000 pods goes through 1250 Jobs, and reading
 // their labels and conditions there was most of its time.
 func classify(js *jobsetv1alpha2.JobSet, jobs []*childJob, restartJob bool) childJobs {
-	c := childJobs{counts: map[string]*jobCounts{}}
+	c := childJobs{counts: map[string]*jobCounts{}, suspended: map[string][]*batchv1.Job{}}
 	count := func(job *childJob) *jobCounts {
 		n := c.counts[job.replicatedJob]
 		if n == nil {
@@ -252,6 +254,7 @@ func classify(js *jobsetv1alpha2.JobSet, jobs []*childJob, restartJob bool) chil
 			}
 			if job.suspended {
 				n.suspended++
+				c.suspended[job.replicatedJob] = append(c.suspended[job.replicatedJob], job.Job)
 			}
 			if job.ready {
 				n.ready++

@@ -128,7 +128,8 @@ func TestChildrenJobs(t *testing.T) {
 	c.setJob(nil, owned("bare", "", "", "0"))
 	names := func(uid types.UID) map[string]int {
 		out := map[string]int{}
-		for _, j := range c.jobsOf(uid) {
+		js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{UID: uid}}
+		for _, j := range c.view(js, false).owned {
 			out[j.Name] = j.restarts
 		}
 		return out
@@ -152,24 +153,87 @@ func TestChildrenJobs(t *testing.T) {
 func TestAnyMissing(t *testing.T) {
 	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "js", Namespace: "ns", UID: "u1"},
 		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "a", Replicas: 2}, {Name: "b", Replicas: 1}}}}
-	var owned []*childJob
-	for _, job := range desiredJobs(js, false) {
-		owned = append(owned, newChildJob(job))
+	desired := desiredJobs(js, false)
+	c := newChildren()
+	for _, job := range desired {
+		c.setJob(nil, job)
 	}
 	all := map[string]bool{"a": true, "b": true}
-	if anyMissing(js, owned, all) {
+	if c.view(js, false).anyMissing(all) {
 		t.Error("every Job is there, yet one is missing")
 	}
-	if !anyMissing(js, owned[1:], all) {
+	if c.view(js, false).anyMissing(map[string]bool{"b": true, "c": true}) {
+		t.Error("a replicated Job the JobSet does not have counts as missing")
+	}
+	c.setJob(desired[0], nil)
+	if !c.view(js, false).anyMissing(all) {
 		t.Error("js-a-0 is gone, yet none is missing")
 	}
-	if anyMissing(js, owned[2:], map[string]bool{"b": true}) {
+	if c.view(js, false).anyMissing(map[string]bool{"b": true}) {
 		t.Error("only b may start and its Job is there, yet one is missing")
 	}
-	renamed := owned[0].DeepCopy()
+	renamed := desired[0].DeepCopy()
 	renamed.Name = "js-a-0-old"
-	if !anyMissing(js, append([]*childJob{newChildJob(renamed)}, owned[1:]...), all) {
+	c.setJob(nil, renamed)
+	if !c.view(js, false).anyMissing(all) {
 		t.Error("a Job with another name stood in for js-a-0")
+	}
+}
+
+// A reconcile reuses the last view of a JobSet's Jobs only while it is current: any change of a
+// Job, of the JobSet's generation, its restart attempt or (with RestartJob) a Job's own attempt
+// takes a new one, and a view is never that of another JobSet.
+func TestViewIsCurrent(t *testing.T) {
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "js", Namespace: "ns", UID: "u1", Generation: 1},
+		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "a", Replicas: 2}}}}
+	c := newChildren()
+	desired := desiredJobs(js, true)
+	for _, job := range desired {
+		c.setJob(nil, job)
+	}
+	other := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "ns", UID: "u2", Generation: 1}}
+	if v := c.view(other, true); len(v.owned) != 0 || len(v.jobs.active) != 0 {
+		t.Fatalf("the view of a JobSet without Jobs has %d Jobs", len(v.owned))
+	}
+	first := c.view(js, true)
+	if len(first.jobs.active) != 2 || c.view(js, true) != first {
+		t.Fatalf("%d active Jobs; an unchanged JobSet got a new view", len(first.jobs.active))
+	}
+	for _, change := range []struct {
+		name string
+		edit func()
+	}{
+		{"a Job's change", func() {
+			ready := desired[1].DeepCopy()
+			ready.Status.Active, ready.Status.Ready = 1, ptr.To[int32](1)
+			c.setJob(desired[1], ready)
+		}},
+		{"a new generation", func() { js.Generation++ }},
+		{"a JobSet restart", func() { js.Status.Restarts++ }},
+		{"a Job's own restart", func() {
+			js.Status.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: "a", JobRestarts: []int32{0, 1}}}
+		}},
+		{"the same Job's next restart", func() { js.Status.ReplicatedJobsStatus[0].JobRestarts[1]++ }},
+	} {
+		before := c.view(js, true)
+		change.edit()
+		if c.view(js, true) == before {
+			t.Errorf("after %s the view is the one before", change.name)
+		}
+	}
+	// The last view, after both Jobs' attempts fell behind the JobSet's, has them as previous.
+	if v := c.view(js, true); len(v.jobs.previous) != 2 || len(v.jobs.active) != 0 {
+		t.Errorf("previous %d, active %d, want 2 and 0", len(v.jobs.previous), len(v.jobs.active))
+	}
+	// A Job's change while a view is being taken: the view is used, not kept.
+	c.mu.RLock()
+	held := c.jobs[js.UID]
+	c.mu.RUnlock()
+	c.setJob(desired[0], desired[0])
+	stale := &jobView{key: viewKeyOf(js, held.changed-1, true)}
+	held.view = stale
+	if c.view(js, true) == stale {
+		t.Error("a view of Jobs that changed since was reused")
 	}
 }
 

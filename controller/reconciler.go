@@ -125,8 +125,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, events *[]event) (ctrl.Result, error) {
 	now := metav1.NewTime(r.opts.Clock.Now())
 	// The cache's own Jobs, not copies (children); what writes a Job copies it first.
-	owned := r.children.jobsOf(js.UID)
-	jobs := classify(js, owned, r.opts.Gates.RestartJob)
+	view := r.children.view(js, r.opts.Gates.RestartJob)
+	jobs := view.jobs
 	js.Status.ReplicatedJobsStatus = replicatedJobsStatus(js, jobs)
 
 	if finished(js) {
@@ -185,11 +185,11 @@ func (r *Reconciler) reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet, e
 		r.recorder.Eventf(js, nil, corev1.EventTypeWarning, reasonPVCCreationFailed, eventAction, "%s", err)
 		return ctrl.Result{}, err
 	}
-	if err := r.createJobs(ctx, js, owned, jobs); err != nil {
+	if err := r.createJobs(ctx, js, view); err != nil {
 		r.recorder.Eventf(js, nil, corev1.EventTypeWarning, reasonJobCreationFailed, eventAction, "%s", err)
 		return ctrl.Result{}, err
 	}
-	if err := r.suspendOrResume(ctx, js, jobs.active, now, events); err != nil {
+	if err := r.suspendOrResume(ctx, js, jobs, now, events); err != nil {
 		return ctrl.Result{}, err
 	}
 	if isInPlaceRestart(js) && r.opts.Gates.InPlaceRestart {
@@ -257,18 +257,18 @@ func (r *Reconciler) deleteJobs(ctx context.Context, jobs []*batchv1.Job) error 
 // the startup policy or their dependencies let start. Recreate (and InPlaceRestart) creates a Job
 // as soon as no Job of its name exists; BlockingRecreate waits until every Job of earlier
 // attempts is gone.
-func (r *Reconciler) createJobs(ctx context.Context, js *jobsetv1alpha2.JobSet, owned []*childJob, jobs childJobs) error {
-	if js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobsetv1alpha2.BlockingRecreate && len(jobs.previous) > 0 {
+func (r *Reconciler) createJobs(ctx context.Context, js *jobsetv1alpha2.JobSet, view *jobView) error {
+	if js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobsetv1alpha2.BlockingRecreate && len(view.jobs.previous) > 0 {
 		return nil
 	}
 	allowed := creatable(js, metav1.NewTime(r.opts.Clock.Now()))
 	// Most reconciles find every Job there; building them (a template copy each) is for when
 	// one is missing.
-	if !anyMissing(js, owned, allowed) {
+	if !view.anyMissing(allowed) {
 		return nil
 	}
 	exists := map[string]bool{}
-	for _, job := range owned {
+	for _, job := range view.owned {
 		exists[job.Name] = true
 	}
 	var g errgroup.Group
@@ -342,9 +342,9 @@ func (r *Reconciler) ensureClaims(ctx context.Context, js *jobsetv1alpha2.JobSet
 // suspendOrResume makes the active Jobs follow spec.suspend and keeps the Suspended condition.
 // Resuming goes replicated Job by replicated Job: those whose dependencies are unmet wait, and
 // with startupPolicy InOrder the next one waits until the one before has started.
-func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.JobSet, active []*batchv1.Job, now metav1.Time, events *[]event) error {
+func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.JobSet, jobs childJobs, now metav1.Time, events *[]event) error {
 	if ptr.Deref(js.Spec.Suspend, false) {
-		for _, job := range active {
+		for _, job := range jobs.active {
 			if ptr.Deref(job.Spec.Suspend, false) {
 				continue
 			}
@@ -360,15 +360,7 @@ func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.Job
 		}
 		return nil
 	}
-	// Only suspended Jobs are acted on; a running group has none, and its reconciles do not
-	// group its Jobs.
-	suspended := map[string][]*batchv1.Job{}
-	for _, job := range active {
-		if ptr.Deref(job.Spec.Suspend, false) {
-			name := job.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
-			suspended[name] = append(suspended[name], job)
-		}
-	}
+	// Only suspended Jobs are acted on (classify groups them); a running group has none.
 	for i := range js.Spec.ReplicatedJobs {
 		rj := &js.Spec.ReplicatedJobs[i]
 		if !dependenciesMet(js, rj) {
@@ -377,7 +369,7 @@ func (r *Reconciler) suspendOrResume(ctx context.Context, js *jobsetv1alpha2.Job
 		if inOrder(js) && started(rj, findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, rj.Name)) {
 			continue
 		}
-		for _, job := range suspended[rj.Name] {
+		for _, job := range jobs.suspended[rj.Name] {
 			if err := r.resume(ctx, job, &rj.Template.Spec.Template); err != nil {
 				return err
 			}
