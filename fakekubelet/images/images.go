@@ -140,6 +140,15 @@ type Manager struct {
 	// lastErr is the last failed pull's reason and message, by backoff key: an
 	// ImagePullBackOff's message repeats it. Its keys are the backoff's entries.
 	lastErr map[string]string
+	// pods holds each pod that asked for a pull, so that forgetting it visits only its node's
+	// pulls and its own backoff keys, not every node's.
+	pods map[types.UID]*podPulls
+}
+
+// podPulls are where a pod's pulls are: its node, and the backoff keys of its failed ones.
+type podPulls struct {
+	node   string
+	failed map[string]bool
 }
 
 // store is one node's images and its puller.
@@ -181,7 +190,8 @@ type pull struct {
 
 // NewManager returns a Manager with the rules checked: a bad glob is an error naming the rule.
 func NewManager(opts Options) (*Manager, error) {
-	m := &Manager{opts: opts, nodes: map[string]*store{}, lastErr: map[string]string{}, stop: make(chan struct{})}
+	m := &Manager{opts: opts, nodes: map[string]*store{}, lastErr: map[string]string{}, pods: map[types.UID]*podPulls{},
+		stop: make(chan struct{})}
 	for i, r := range opts.Rules {
 		if problems := r.Problems(); len(problems) > 0 {
 			return nil, fmt.Errorf("images[%d]%s", i, strings.Join(problems, "; "))
@@ -311,6 +321,9 @@ func (m *Manager) Ensure(node string, pod *corev1.Pod, c *corev1.Container) Resu
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		return failed(ReasonErrImageNeverPull, msg, Event{corev1.EventTypeWarning, EventNeverPull, msg})
 	}
+	if m.pods[pod.UID] == nil {
+		m.pods[pod.UID] = &podPulls{node: node}
+	}
 	key := string(pod.UID) + "_" + requested
 	if now := m.opts.Clock.Now(); m.backoff.IsInBackOffSinceUpdate(key, now) {
 		msg := fmt.Sprintf("Back-off pulling image %q", requested)
@@ -409,7 +422,9 @@ func (m *Manager) finish(node string, s *store, p *pull) {
 	}
 	s.queue = s.queue[1:]
 	m.outcome(s, p)
-	s.done[p.waiter] = p
+	if m.pods[p.pod] != nil { // else the pod was forgotten while its pull ran
+		s.done[p.waiter] = p
+	}
 	m.next(node, s)
 	m.mu.Unlock()
 	if m.pulled != nil {
@@ -442,10 +457,15 @@ func (m *Manager) outcome(s *store, p *pull) {
 		}
 		p.ref, p.size = img.ref, img.size
 	}
-	if p.err != "" {
+	// A pod forgotten while its pull ran never starts again: its failure is not kept.
+	if pp := m.pods[p.pod]; p.err != "" && pp != nil {
 		key := string(p.pod) + "_" + p.requested
 		m.backoff.Next(key, m.opts.Clock.Now())
 		m.lastErr[key] = ReasonErrImagePull + ": " + p.err
+		if pp.failed == nil {
+			pp.failed = map[string]bool{}
+		}
+		pp.failed[key] = true
 	}
 }
 
@@ -472,7 +492,11 @@ func (m *Manager) Stop() { close(m.stop) }
 func (m *Manager) ForgetPod(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, s := range m.nodes {
+	pp := m.pods[uid]
+	if pp == nil {
+		return
+	}
+	if s := m.nodes[pp.node]; s != nil {
 		s.queue = slices.DeleteFunc(s.queue, func(p *pull) bool { return p.pod == uid && !p.running })
 		for w := range s.done {
 			if w.pod == uid {
@@ -480,7 +504,8 @@ func (m *Manager) ForgetPod(uid types.UID) {
 			}
 		}
 	}
-	m.forgetBackoff(uid)
+	m.forgetBackoff(pp)
+	delete(m.pods, uid)
 }
 
 // KubeletRestarted forgets the pod's pull backoff, which the kubelet keeps in memory; its
@@ -488,16 +513,17 @@ func (m *Manager) ForgetPod(uid types.UID) {
 func (m *Manager) KubeletRestarted(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.forgetBackoff(uid)
+	if pp := m.pods[uid]; pp != nil {
+		m.forgetBackoff(pp)
+	}
 }
 
-func (m *Manager) forgetBackoff(uid types.UID) {
-	for key := range m.lastErr {
-		if strings.HasPrefix(key, string(uid)+"_") {
-			delete(m.lastErr, key)
-			m.backoff.Reset(key)
-		}
+func (m *Manager) forgetBackoff(pp *podPulls) {
+	for key := range pp.failed {
+		delete(m.lastErr, key)
+		m.backoff.Reset(key)
 	}
+	pp.failed = nil
 }
 
 // ForgetNode drops a node's images and pulls: the node is gone, or was replaced by a new machine.

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -226,6 +227,41 @@ func TestForgetPod(t *testing.T) {
 	}
 	if n := len(h.m.NodeImages("n")); n != 1 {
 		t.Errorf("node has %d images, want 1", n)
+	}
+}
+
+// Forgetting a pod leaves nothing of it behind, not its backoff nor a pull or a failure that ended
+// after it was forgotten, and touches no other pod's pulls.
+func TestForgetPodLeavesNothing(t *testing.T) {
+	h := newHarness(t, Rule{Image: "gone:*", Missing: true}, Rule{Image: "flaky:*", FailPulls: 1, PullTime: ptr.To(5 * time.Second)},
+		Rule{Image: "big:*", PullTime: ptr.To(5 * time.Second)})
+	expect(t, h.m.Ensure("n", podOf("failed"), ctr("gone:v1", corev1.PullIfNotPresent)), "ErrImagePull(")
+	expect(t, h.m.Ensure("m", podOf("other"), ctr("gone:v1", corev1.PullIfNotPresent)), "ErrImagePull(")
+	h.m.Ensure("n", podOf("running"), ctr("big:1", ""))
+	h.m.Ensure("m", podOf("running-other"), ctr("big:1", ""))
+	h.m.ForgetPod("failed")
+	h.m.ForgetPod("running")
+	h.step(5*time.Second, "running", "running-other") // the forgotten pod's pull goes on and ends
+	h.m.mu.Lock()
+	if pods := slices.Sorted(maps.Keys(h.m.pods)); !slices.Equal(pods, []types.UID{"other", "running-other"}) {
+		t.Errorf("pods held: %v, want other and running-other", pods)
+	}
+	if keys := slices.Sorted(maps.Keys(h.m.lastErr)); !slices.Equal(keys, []string{"other_gone:v1"}) {
+		t.Errorf("failures held: %v, want other's", keys)
+	}
+	if n, m := len(h.m.nodes["n"].done), len(h.m.nodes["m"].done); n != 0 || m != 1 {
+		t.Errorf("ended pulls held: %d on n, %d on m; want 0 and 1", n, m)
+	}
+	h.m.mu.Unlock()
+
+	// A pull that fails after its pod was forgotten keeps no backoff.
+	h.m.Ensure("n", podOf("late"), ctr("flaky:v1", ""))
+	h.m.ForgetPod("late")
+	h.step(5*time.Second, "late")
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	if _, ok := h.m.lastErr["late_flaky:v1"]; ok || h.m.pods["late"] != nil {
+		t.Error("the failure of a forgotten pod's pull was kept")
 	}
 }
 
