@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -50,8 +49,9 @@ type Options struct {
 type Manager struct {
 	opts Options
 
-	mu     sync.Mutex
-	tokens map[key]*entry
+	mu sync.Mutex
+	// tokens are held by pod, so that forgetting a pod does not go through every pod's.
+	tokens map[types.UID]map[key]*entry
 }
 
 // key is what makes two projections ask for the same token (the kubelet's keyFunc).
@@ -78,7 +78,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.Jitter == nil {
 		opts.Jitter = func() time.Duration { return rand.N(maxJitter) }
 	}
-	return &Manager{opts: opts, tokens: map[key]*entry{}}, nil
+	return &Manager{opts: opts, tokens: map[types.UID]map[key]*entry{}}, nil
 }
 
 // Token returns a token of the pod's service account ("default" when it names none) for the
@@ -93,7 +93,7 @@ func (m *Manager) Token(ctx context.Context, pod *corev1.Pod, audience string, e
 	k := key{namespace: pod.Namespace, serviceAccount: sa, audience: audience, expirationSeconds: expirationSeconds, pod: pod.UID}
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
-	cached := m.tokens[k]
+	cached := m.tokens[pod.UID][k]
 	m.mu.Unlock()
 	if cached != nil && now.Before(cached.renewFrom) {
 		return cached.token, nil
@@ -117,7 +117,10 @@ func (m *Manager) Token(ctx context.Context, pod *corev1.Pod, audience string, e
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.tokens[k] = m.entry(tr, expirationSeconds)
+	if m.tokens[pod.UID] == nil {
+		m.tokens[pod.UID] = map[key]*entry{}
+	}
+	m.tokens[pod.UID][k] = m.entry(tr, expirationSeconds)
 	return tr.Status.Token, nil
 }
 
@@ -141,24 +144,23 @@ func (m *Manager) Due() []types.UID {
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	due := map[types.UID]bool{}
-	for k, e := range m.tokens {
-		if !now.Before(e.renewFrom) {
-			due[k.pod] = true
+	var due []types.UID
+	for pod, tokens := range m.tokens {
+		for _, e := range tokens {
+			if !now.Before(e.renewFrom) {
+				due = append(due, pod)
+				break
+			}
 		}
 	}
-	return slices.Collect(maps.Keys(due))
+	return due
 }
 
 // Forget drops the tokens of a pod that is gone.
 func (m *Manager) Forget(pod types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k := range m.tokens {
-		if k.pod == pod {
-			delete(m.tokens, k)
-		}
-	}
+	delete(m.tokens, pod)
 }
 
 // DropExpired drops the tokens that have expired (the kubelet's cleanup, each minute).
@@ -166,9 +168,10 @@ func (m *Manager) DropExpired() {
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k, e := range m.tokens {
-		if !now.Before(e.expires) {
-			delete(m.tokens, k)
+	for pod, tokens := range m.tokens {
+		maps.DeleteFunc(tokens, func(_ key, e *entry) bool { return !now.Before(e.expires) })
+		if len(tokens) == 0 {
+			delete(m.tokens, pod)
 		}
 	}
 }
