@@ -137,8 +137,18 @@ func viewKeyOf(js *jobsetv1alpha2.JobSet, changed uint64, restartJob bool) viewK
 			if st := findReplicatedJobStatus(js.Status.ReplicatedJobsStatus, js.Spec.ReplicatedJobs[i].Name); st != nil {
 				restarts = st.JobRestarts
 			}
-			k.jobRestarts = append(k.jobRestarts, slices.Clone(restarts))
+			k.jobRestarts = append(k.jobRestarts, restarts)
 		}
+	}
+	return k
+}
+
+// kept is the key to keep with a view: its own copy of the JobSet's lists, which the reconcile
+// may change after taking the view.
+func (k viewKey) kept() viewKey {
+	k.jobRestarts = slices.Clone(k.jobRestarts)
+	for i := range k.jobRestarts {
+		k.jobRestarts[i] = slices.Clone(k.jobRestarts[i])
 	}
 	return k
 }
@@ -159,7 +169,7 @@ func (c *children) view(js *jobsetv1alpha2.JobSet, restartJob bool) *jobView {
 		owned = held.list()
 	}
 	c.mu.RUnlock()
-	v := &jobView{key: key, owned: owned, jobs: classify(js, owned, restartJob), complete: completeReplicatedJobs(js, owned)}
+	v := &jobView{key: key.kept(), owned: owned, jobs: classify(js, owned, restartJob), complete: completeReplicatedJobs(js, owned)}
 	if held != nil {
 		c.mu.Lock()
 		// Kept only if no Job changed meanwhile: the next reconcile takes a view of the new ones.
