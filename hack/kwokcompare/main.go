@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -271,27 +271,15 @@ func profileKubelet(ctx context.Context, cluster *envtest.Cluster, o options, ru
 	cfg.Host = "https://" + net.JoinHostPort(address, strconv.Itoa(int(n.Status.DaemonEndpoints.KubeletEndpoint.Port)))
 	// The kubelet's serving certificate is of a CA the admin's configuration does not hold.
 	cfg.Insecure, cfg.CAData, cfg.CAFile = true, nil, ""
-	cfg.Timeout = o.profileFor + time.Minute
-	client, err := rest.HTTPClientFor(cfg)
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	client, err := rest.UnversionedRESTClientFor(cfg)
 	if err != nil {
 		return err
 	}
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", cfg.Host, int(o.profileFor/time.Second))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	data, err := client.Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(int(o.profileFor/time.Second))).
+		Timeout(o.profileFor + time.Minute).DoRaw(ctx)
 	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %.300s", url, resp.Status, data)
+		return fmt.Errorf("%w: %.300s", err, data)
 	}
 	return os.WriteFile(file, data, 0o644)
 }
