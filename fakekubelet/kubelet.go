@@ -423,7 +423,7 @@ func (k *Kubelet) newPods(ctx context.Context, factory informers.SharedInformerF
 	if k.opts.Rand != nil {
 		probeRand = rand.NewPCG(k.opts.Rand.Uint64(), k.opts.Rand.Uint64())
 	}
-	p.prober = prober.New(ctx, prober.Options{Clock: k.clock, Target: k.rt, Status: k.status.Container, Release: k.release,
+	p.prober = prober.New(ctx, prober.Options{Clock: k.clock, Target: k.rt, Status: k.status.ContainerReader, Release: k.release,
 		ChangeStatusOnKubeletRestart: p.changeStatusOnRestart,
 		Updated:                      p.probeUpdated, PodIP: p.sandboxIP, Rand: probeRand,
 		Unhealthy: func(pod *corev1.Pod, c *corev1.Container, format string, args ...any) {

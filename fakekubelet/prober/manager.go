@@ -30,10 +30,12 @@ type Target interface {
 	Exec(ctx context.Context, pod types.UID, container string, argv []string) (int, string, error)
 }
 
-// ContainerStatus returns the phase of the pod and what the status of its (regular or init)
-// container says, as the kubelet last generated them (its status manager's), false when the
-// kubelet holds no status for the pod or the status none for the container.
-type ContainerStatus func(pod types.UID, container string) (corev1.PodPhase, status.ContainerView, bool)
+// ContainerStatus returns a reader for one worker of the pod's (regular or init) container: each
+// call of the reader returns the phase of the pod and what the status of the container says, as
+// the kubelet last generated them (its status manager's), false when the kubelet holds no status
+// for the pod or the status none for the container. The worker calls its reader every tick and
+// from its own goroutine only (status.Manager.ContainerReader).
+type ContainerStatus func(pod types.UID, container string) func() (corev1.PodPhase, status.ContainerView, bool)
 
 // Options configure a Manager.
 type Options struct {
@@ -111,8 +113,21 @@ func New(ctx context.Context, opts Options) *Manager {
 	if opts.Rand == nil {
 		opts.Rand = rand.NewPCG(rand.Uint64(), rand.Uint64())
 	}
-	return &Manager{opts: opts, ctx: ctx, workers: workerSet{}, results: map[types.UID]map[string][3]Result{},
+	m := &Manager{opts: opts, ctx: ctx, workers: workerSet{}, results: map[types.UID]map[string][3]Result{},
 		execs: map[types.UID]execScope{}, rand: rand.New(opts.Rand)}
+	context.AfterFunc(ctx, m.endAll)
+	return m
+}
+
+// endAll ends every worker: the context of New ended. AddPod starts none after it.
+func (m *Manager) endAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, byKey := range m.workers {
+		for _, w := range byKey {
+			w.end()
+		}
+	}
 }
 
 // Wait waits for every worker to end, once the context of New has ended.
@@ -148,7 +163,7 @@ func (m *Manager) AddPod(pod *corev1.Pod, kubeletStart time.Time) {
 // newWorker makes the worker of the container's probe of that kind, which AddPod starts.
 func (m *Manager) newWorker(pod *corev1.Pod, c *corev1.Container, kind Kind, kubeletStart time.Time) *worker {
 	return &worker{m: m, key: key{pod: pod.UID, container: c.Name, kind: kind}, pod: pod, container: c, spec: probeOf(c, kind),
-		deleting: pod.DeletionTimestamp != nil, stop: make(chan struct{}), trigger: make(chan struct{}, 1),
+		status: m.opts.Status(pod.UID, c.Name), deleting: pod.DeletionTimestamp != nil, wake: make(chan struct{}, 1),
 		restart: status.KubeletRestart{Start: kubeletStart, ChangeStatus: m.opts.ChangeStatusOnKubeletRestart}}
 }
 
@@ -238,10 +253,7 @@ func (m *Manager) StatusSet(uid types.UID, s *corev1.PodStatus) {
 			if w == nil || m.results[uid][container.InstanceID(cs.ContainerID)][Readiness] == Success {
 				continue
 			}
-			select {
-			case w.trigger <- struct{}{}:
-			default:
-			}
+			w.trigger()
 		}
 	}
 }

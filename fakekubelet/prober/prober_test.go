@@ -43,11 +43,13 @@ type fake struct {
 	messages []string
 }
 
-func (f *fake) Status(_ types.UID, name string) (corev1.PodPhase, status.ContainerView, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	cs, ok := f.statuses[name]
-	return f.phase, cs, ok
+func (f *fake) Status(_ types.UID, name string) func() (corev1.PodPhase, status.ContainerView, bool) {
+	return func() (corev1.PodPhase, status.ContainerView, bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		cs, ok := f.statuses[name]
+		return f.phase, cs, ok
+	}
 }
 
 func (f *fake) HTTPGet(context.Context, types.UID, int32, string, http.Header) (int, error) {

@@ -5,7 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +27,8 @@ type worker struct {
 	pod       *corev1.Pod
 	container *corev1.Container
 	spec      *corev1.Probe
+	// status reads the container's status as the kubelet last generated it.
+	status func() (corev1.PodPhase, status.ContainerView, bool)
 	// deleting: the pod had a deletion timestamp when the kubelet added it.
 	deleting bool
 	// delay is how long the worker waits before its first probe (a kubelet just started).
@@ -34,10 +36,11 @@ type worker struct {
 	// restart is when the kubelet that made the worker started, and what its restart keeps.
 	restart status.KubeletRestart
 
-	stop     chan struct{}
-	stopOnce sync.Once
-	// trigger asks for a probe now (Manager.StatusSet).
-	trigger chan struct{}
+	// wake interrupts the worker's wait, to end it (end) or to probe now (trigger); ended says
+	// which. One channel for both keeps a tick's select to two cases: with thousands of workers
+	// in one process, each case more was a lock more a tick.
+	wake  chan struct{}
+	ended atomic.Bool
 
 	// id is the instance probed, "" before the first.
 	id string
@@ -50,7 +53,22 @@ type worker struct {
 }
 
 // end stops the worker; it forgets its result as it returns.
-func (w *worker) end() { w.stopOnce.Do(func() { close(w.stop) }) }
+func (w *worker) end() {
+	if w.ended.CompareAndSwap(false, true) {
+		w.signal()
+	}
+}
+
+// trigger asks the worker for a probe now (Manager.StatusSet).
+func (w *worker) trigger() { w.signal() }
+
+// signal wakes the worker unless a wake is pending already, which it will see.
+func (w *worker) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
 
 func (w *worker) period() time.Duration {
 	return time.Duration(max(w.spec.PeriodSeconds, 1)) * time.Second
@@ -60,18 +78,26 @@ func (w *worker) run() {
 	defer func() { w.m.removeWorker(w, w.id) }()
 	clk := w.m.opts.Clock
 	if w.delay > 0 {
+		// A trigger does not cut the delay short; it is kept for after the first probe.
+		triggered := false
 		t := clk.NewTimer(w.delay)
-		select {
-		case <-t.C():
-		case <-w.stop:
-			t.Stop()
-			return
-		case <-w.m.ctx.Done():
-			t.Stop()
-			return
+		for waiting := true; waiting; {
+			select {
+			case <-t.C():
+				waiting = false
+			case <-w.wake:
+				if w.ended.Load() {
+					t.Stop()
+					return
+				}
+				triggered = true
+			}
+		}
+		if triggered {
+			w.trigger()
 		}
 	}
-	if !w.probeOnce() {
+	if w.ended.Load() || !w.probeOnce() {
 		return
 	}
 	// The ticks land on multiples of tickGrid, so the runtime wakes for many workers at once
@@ -90,13 +116,9 @@ func (w *worker) run() {
 				next = next.Add(period)
 			}
 			timer.Reset(next.Sub(now))
-		case <-w.trigger:
-		case <-w.stop:
-			return
-		case <-w.m.ctx.Done():
-			return
+		case <-w.wake:
 		}
-		if !w.probeOnce() {
+		if w.ended.Load() || !w.probeOnce() {
 			return
 		}
 	}
@@ -117,7 +139,7 @@ func alignUp(t time.Time) time.Time {
 // probeOnce is one tick of the worker; it reports whether the worker goes on.
 func (w *worker) probeOnce() bool {
 	m := w.m
-	phase, cs, ok := m.opts.Status(w.key.pod, w.key.container)
+	phase, cs, ok := w.status()
 	if restart.IsTerminal(phase) {
 		return false // the pod is done: nothing of it runs again
 	}

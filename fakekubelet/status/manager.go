@@ -51,6 +51,9 @@ type podStatus struct {
 	// desired is the latest status set, version counts the Sets.
 	desired corev1.PodStatus
 	version uint64
+	// changes counts what a ContainerReader must read again after: the Sets and the Forget.
+	// It is written under the Manager's lock and read without it.
+	changes atomic.Uint64
 	// published is the status the API holds as far as we know (the base of the next patch), and
 	// publishedVersion the version it came from.
 	published        corev1.PodStatus
@@ -136,6 +139,7 @@ func (m *Manager) Set(pod *corev1.Pod, status corev1.PodStatus) uint64 {
 	ps.spec = &pod.Spec
 	ps.desired = *status.DeepCopy()
 	ps.version++
+	ps.changes.Add(1)
 	m.queue.Add(pod.UID)
 	return ps.version
 }
@@ -192,26 +196,54 @@ type ContainerView struct {
 	Started bool
 }
 
-// Container returns the pod's phase and the named (regular or init) container's view in the last
-// status set for the pod, false when there is none for either.
-func (m *Manager) Container(uid types.UID, name string) (corev1.PodPhase, ContainerView, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ps := m.pods[uid]
-	if ps == nil {
+// ContainerReader returns a function that returns the pod's phase and the named (regular or init)
+// container's view in the last status set for the pod, false when there is none for either. It
+// is for one reader that asks often, a probe worker every period: it keeps what it last read and
+// reads the status again only after the pod's status was set or forgotten, so that most calls
+// read one counter instead of taking the Manager's lock and looking the pod up among thousands
+// (on a large heap, those lookups' cache misses were most of what a waiting probe cost). The
+// function is not safe for concurrent use.
+func (m *Manager) ContainerReader(uid types.UID, name string) func() (corev1.PodPhase, ContainerView, bool) {
+	r := &containerReader{m: m, uid: uid, name: name}
+	return r.read
+}
+
+// containerReader is the state of one ContainerReader.
+type containerReader struct {
+	m       *Manager
+	uid     types.UID
+	name    string
+	ps      *podStatus // the pod's entry last read; nil when there was none
+	changes uint64     // ps.changes when it was read
+	phase   corev1.PodPhase
+	view    ContainerView
+	found   bool
+}
+
+func (r *containerReader) read() (corev1.PodPhase, ContainerView, bool) {
+	if r.ps != nil && r.ps.changes.Load() == r.changes {
+		return r.phase, r.view, r.found
+	}
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
+	r.ps, r.phase, r.view, r.found = r.m.pods[r.uid], "", ContainerView{}, false
+	if r.ps == nil {
 		return "", ContainerView{}, false
 	}
-	s := &ps.desired
+	r.changes = r.ps.changes.Load()
+	s := &r.ps.desired
+	r.phase = s.Phase
 	for _, statuses := range [][]corev1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses} {
-		if cs := restart.StatusOf(statuses, name); cs != nil {
-			v := ContainerView{ID: cs.ContainerID, Running: cs.State.Running != nil, Started: cs.Started != nil && *cs.Started}
-			if v.Running {
-				v.StartedAt = cs.State.Running.StartedAt.Time
+		if cs := restart.StatusOf(statuses, r.name); cs != nil {
+			r.view = ContainerView{ID: cs.ContainerID, Running: cs.State.Running != nil, Started: cs.Started != nil && *cs.Started}
+			if r.view.Running {
+				r.view.StartedAt = cs.State.Running.StartedAt.Time
 			}
-			return s.Phase, v, true
+			r.found = true
+			break
 		}
 	}
-	return s.Phase, ContainerView{}, false
+	return r.phase, r.view, r.found
 }
 
 // Reconnect is for a kubelet that can reach the apiserver again: apiPod is the pod as the API
@@ -235,6 +267,7 @@ func (m *Manager) Forget(uid types.UID) {
 	defer m.mu.Unlock()
 	if ps := m.pods[uid]; ps != nil {
 		ps.gone = true
+		ps.changes.Add(1)
 		answerWaiters(ps, ErrPodGone)
 		delete(m.pods, uid)
 	}

@@ -80,3 +80,52 @@ func patches(c *fake.Clientset) int {
 	}
 	return n
 }
+
+// A container reader sees every Set and the Forget of its pod, and a pod set again after it was
+// forgotten, though it reads the status only when the pod's changed.
+func TestContainerReaderIsCurrent(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"}}
+	m, err := New(Options{Client: OneClient(fake.NewClientset().CoreV1())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func(id string, started bool, at time.Time) corev1.PodStatus {
+		return corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "other", ContainerID: "containerd://other"},
+			{Name: "app", ContainerID: "containerd://" + id, Started: &started,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}}}
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	read := m.ContainerReader(pod.UID, "app")
+	readSidecar := m.ContainerReader(pod.UID, "agent")
+	check := func(step string, wantPhase corev1.PodPhase, want ContainerView, wantOK bool) {
+		t.Helper()
+		for range 2 { // the second read is the kept one
+			if phase, v, ok := read(); phase != wantPhase || v != want || ok != wantOK {
+				t.Fatalf("%s: read = %q, %+v, %t; want %q, %+v, %t", step, phase, v, ok, wantPhase, want, wantOK)
+			}
+		}
+	}
+
+	check("before any status", "", ContainerView{}, false)
+	m.Set(pod, running("a", false, t0))
+	check("first status", corev1.PodRunning, ContainerView{ID: "containerd://a", Running: true, StartedAt: t0}, true)
+	m.Set(pod, running("a", true, t0))
+	check("started", corev1.PodRunning, ContainerView{ID: "containerd://a", Running: true, Started: true, StartedAt: t0}, true)
+	exited := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://a",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}},
+		InitContainerStatuses: []corev1.ContainerStatus{{Name: "agent", ContainerID: "containerd://s"}}}
+	m.Set(pod, exited)
+	check("exited", corev1.PodRunning, ContainerView{ID: "containerd://a"}, true)
+	if phase, v, ok := readSidecar(); phase != corev1.PodRunning || v.ID != "containerd://s" || !ok {
+		t.Fatalf("init container: read = %q, %+v, %t; want its instance s", phase, v, ok)
+	}
+	m.Set(pod, corev1.PodStatus{Phase: corev1.PodPending})
+	check("no container status", corev1.PodPending, ContainerView{}, false)
+	m.Set(pod, running("b", false, t0.Add(time.Minute)))
+	check("a new instance", corev1.PodRunning, ContainerView{ID: "containerd://b", Running: true, StartedAt: t0.Add(time.Minute)}, true)
+	m.Forget(pod.UID)
+	check("forgotten", "", ContainerView{}, false)
+	m.Set(pod, running("c", true, t0.Add(2*time.Minute)))
+	check("set again", corev1.PodRunning, ContainerView{ID: "containerd://c", Running: true, Started: true, StartedAt: t0.Add(2 * time.Minute)}, true)
+}
