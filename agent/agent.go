@@ -76,10 +76,11 @@ func (a *Agent) Reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet) error 
 	if js == nil {
 		return nil
 	}
-	logger := klog.FromContext(ctx)
+	// The logger is looked up only to log: most of the JobSet's changes, hundreds in a group
+	// restart, need nothing of the agent, and the lookup goes up the context's chain.
 	if bypassed(js) {
 		if a.barrierActive {
-			logger.Info("In-place restart is not in use for this JobSet; lifting the barrier")
+			klog.FromContext(ctx).Info("In-place restart is not in use for this JobSet; lifting the barrier")
 			a.lift(ctx)
 		}
 		return nil
@@ -93,16 +94,16 @@ func (a *Agent) Reconcile(ctx context.Context, js *jobsetv1alpha2.JobSet) error 
 		if err := a.effects.WriteAttempt(ctx, next); err != nil {
 			return fmt.Errorf("writing in-place restart attempt %d to pod %s/%s: %w", next, a.cfg.Namespace, a.cfg.PodName, err)
 		}
-		logger.Info("Recorded the pod's in-place restart attempt", "attempt", next)
+		klog.FromContext(ctx).Info("Recorded the pod's in-place restart attempt", "attempt", next)
 		a.attempt = &next
 	}
 	if previous != nil && *a.attempt <= *previous {
-		logger.Info("The group restarts in place; exiting", "attempt", *a.attempt, "previous", *previous, "exitCode", a.cfg.ExitCode)
+		klog.FromContext(ctx).Info("The group restarts in place; exiting", "attempt", *a.attempt, "previous", *previous, "exitCode", a.cfg.ExitCode)
 		a.finish(a.cfg.ExitCode)
 		return nil
 	}
 	if a.barrierActive && current != nil && *a.attempt == *current {
-		logger.Info("Every pod is at this attempt; lifting the barrier", "attempt", *a.attempt)
+		klog.FromContext(ctx).Info("Every pod is at this attempt; lifting the barrier", "attempt", *a.attempt)
 		a.lift(ctx)
 	}
 	return nil
