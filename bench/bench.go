@@ -375,7 +375,7 @@ func run(ctx context.Context, cluster *envtest.Cluster, opts Options, tracker *a
 		return err
 	}
 	rep.Bound.CPU = procs.since(cpuBefore)
-	if err := deleteBoundPods(ctx, cluster.Clientset, boundNS); err != nil {
+	if err := deleteBoundPods(ctx, cluster.Clientset, boundNS, boundPods, fakekubelet.StatusWorkers); err != nil {
 		return err
 	}
 	progress("write bound: %.0f creates/s, %.0f status patches/s", rep.Bound.CreatesPerSecond, rep.Bound.PatchesPerSecond)

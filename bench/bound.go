@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -49,7 +50,7 @@ func measureBound(ctx context.Context, cs kubernetes.Interface, namespace string
 	g.SetLimit(concurrency)
 	for i := range pods {
 		g.Go(func() error {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bound-%d", i), Namespace: namespace}, Spec: template.Spec}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: boundPodName(i), Namespace: namespace}, Spec: template.Spec}
 			created, err := cs.CoreV1().Pods(namespace).Create(gctx, pod, metav1.CreateOptions{})
 			if err != nil {
 				return fmt.Errorf("creating pod %d of the write bound: %w", i, err)
@@ -85,15 +86,29 @@ func measureBound(ctx context.Context, cs kubernetes.Interface, namespace string
 	return b, nil
 }
 
-// deleteBoundPods removes the bound's pods from namespace. Unbound pods go at once; one request
-// removes them all.
-func deleteBoundPods(ctx context.Context, cs kubernetes.Interface, namespace string) error {
-	err := cs.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("deleting the write bound's pods: %w", err)
+// deleteBoundPods removes the bound's pods from namespace, concurrency at a time. Unbound pods
+// go at once. One short request each, as for their creates, not one DeleteCollection for them
+// all: the apiserver deletes a collection's items within that one request (one at a time, with
+// its default --delete-collection-workers), under the one-minute timeout of requests that are
+// not long-running, and a 5000-pod run ended there with the request's stream reset.
+func deleteBoundPods(ctx context.Context, cs kubernetes.Interface, namespace string, pods, concurrency int) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	for i := range pods {
+		g.Go(func() error {
+			name := boundPodName(i)
+			err := cs.CoreV1().Pods(namespace).Delete(gctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting pod %s of the write bound: %w", name, err)
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
+
+// boundPodName is the name of the bound's pod i.
+func boundPodName(i int) string { return fmt.Sprintf("bound-%d", i) }
 
 // runningPatch is the strategic merge patch a kubelet sends when a pod's containers have started:
 // phase, conditions, addresses and a status for each container, with the pod's UID as a guard.
