@@ -55,15 +55,13 @@ type worker struct {
 // end stops the worker; it forgets its result as it returns.
 func (w *worker) end() {
 	if w.ended.CompareAndSwap(false, true) {
-		w.signal()
+		w.trigger()
 	}
 }
 
-// trigger asks the worker for a probe now (Manager.StatusSet).
-func (w *worker) trigger() { w.signal() }
-
-// signal wakes the worker unless a wake is pending already, which it will see.
-func (w *worker) signal() {
+// trigger wakes the worker, for a probe now (Manager.StatusSet) or to see that it ended, unless
+// a wake is pending already, which it will see.
+func (w *worker) trigger() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
