@@ -65,6 +65,54 @@ type suite struct {
 	// criClient is how the release's test/e2e_node/util.go opens the node's CRI clients, as its
 	// own suite file calls it to put the CRI proxy in front of them (the context came in 1.36).
 	criClient string
+	// fixes are upstream's later fixes of races in the release's own specs, applied to the copy
+	// that is built.
+	fixes []specFix
+}
+
+// specFix is a change upstream made to one of its specs after the release, to be made to the
+// release's copy: in file, the first old after the text after becomes new. A fix that no longer
+// finds its text fails the build, so that it is looked at again with each new patch release.
+type specFix struct {
+	file, after, old, new string
+	// upstream names the upstream change, and why.
+	upstream string
+}
+
+// apply makes the fix in data.
+func (f specFix) apply(data []byte) ([]byte, error) {
+	text := string(data)
+	at := strings.Index(text, f.after)
+	if at < 0 {
+		return nil, fmt.Errorf("%s: %q not found (fix: %s)", f.file, f.after, f.upstream)
+	}
+	at += len(f.after)
+	i := strings.Index(text[at:], f.old)
+	if i < 0 {
+		return nil, fmt.Errorf("%s: %q not found after %q (fix: %s)", f.file, f.old, f.after, f.upstream)
+	}
+	return []byte(text[:at+i] + f.new + text[at+i+len(f.old):]), nil
+}
+
+// notReadyEveryContainer is kubernetes/kubernetes#141423, merged after v1.37.2: the spec that makes
+// every container of a pod NotReady before a kubelet restart waited only for the pod's Ready
+// condition, which turns false with the first container's failure, and then checked that every
+// container's ready flag was false. The second container's probe may fail a period later (its
+// marker is removed after the first's), on a node as on restartbed; the fix waits for every
+// container's status.
+var notReadyEveryContainer = specFix{
+	file:  "container_lifecycle_test.go",
+	after: `ginkgo.By("Removing the readiness marker file from all containers to make the pod NotReady")`,
+	old: "\t\t\t\t\t\tif cond.Type == v1.PodReady && cond.Status == v1.ConditionFalse {\n" +
+		"\t\t\t\t\t\t\treturn true, nil\n",
+	new: "\t\t\t\t\t\tif cond.Type == v1.PodReady && cond.Status == v1.ConditionFalse {\n" +
+		"\t\t\t\t\t\t\tfor _, cs := range p.Status.ContainerStatuses {\n" +
+		"\t\t\t\t\t\t\t\tif cs.Ready {\n" +
+		"\t\t\t\t\t\t\t\t\treturn false, nil\n" +
+		"\t\t\t\t\t\t\t\t}\n" +
+		"\t\t\t\t\t\t\t}\n" +
+		"\t\t\t\t\t\t\treturn true, nil\n",
+	upstream: "kubernetes/kubernetes#141423, wait for every container's Ready=false before the kubelet restart",
 }
 
 // focus are the ginkgo --focus-file patterns: the spec files and the restart-rule file.
@@ -89,7 +137,8 @@ var suites = map[string]suite{
 		criClient:  "getCRIClient()",
 	},
 	"1.36": {restartRules: `/common/node/container_restart_policy\.go$`, imports: []string{"k8s.io/kubernetes/test/utils/format"}, criClient: "getCRIClient(ctx)"},
-	"1.37": {restartRules: `/common/node/container_restart_policy\.go$`, imports: []string{"k8s.io/kubernetes/test/utils/ktesting/format"}, criClient: "getCRIClient(ctx)"},
+	"1.37": {restartRules: `/common/node/container_restart_policy\.go$`, imports: []string{"k8s.io/kubernetes/test/utils/ktesting/format"}, criClient: "getCRIClient(ctx)",
+		fixes: []specFix{notReadyEveryContainer}},
 }
 
 // notApplicable are the specs an emulated node cannot run, by a pattern of their file or their
@@ -398,6 +447,17 @@ func buildSuite(t *testing.T, root string, release controlplane.Release, s suite
 	files = append(files, filepath.Join("testdata", "restartbed_suite_test.go"))
 	for _, f := range files {
 		copyFile(t, f, filepath.Join(dir, filepath.Base(f)))
+	}
+	for _, fix := range s.fixes {
+		name := filepath.Join(dir, fix.file)
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, err = fix.apply(data); err != nil {
+			t.Fatalf("%s: %v", release.Kubernetes, err)
+		}
+		writeFile(t, name, data)
 	}
 	var imports strings.Builder
 	for _, imp := range s.imports {
