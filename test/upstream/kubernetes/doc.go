@@ -2,8 +2,9 @@
 // and RestartAllContainers against `restartbed up` (make test-upstream; docs/upstream-tests.md),
 // for every supported release, the releases at once, each against a cluster of that release.
 //
-// The specs are upstream's, unmodified, taken from each release's k8s.io/kubernetes module in the
-// Go module cache when the test runs: test/e2e_node's container_lifecycle_test.go,
+// The specs are upstream's, taken from each release's k8s.io/kubernetes module in the Go module
+// cache when the test runs, unmodified but for upstream's own later fixes of races in them
+// (suite.fixes: one, for 1.37): test/e2e_node's container_lifecycle_test.go,
 // restart_all_containers_test.go and container_restart_test.go (with the package's other files
 // and the few test files whose helpers they call), and the restart-rule and RestartAllContainers
 // specs, in test/e2e/common/node's container_restart_policy.go since 1.36 and in
