@@ -46,40 +46,32 @@ func measureBound(ctx context.Context, cs kubernetes.Interface, namespace string
 	names := make([]string, pods)
 	uids := make([]types.UID, pods)
 	start := time.Now()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(concurrency)
-	for i := range pods {
-		g.Go(func() error {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: boundPodName(i), Namespace: namespace}, Spec: template.Spec}
-			created, err := cs.CoreV1().Pods(namespace).Create(gctx, pod, metav1.CreateOptions{})
-			if err != nil {
-				return fmt.Errorf("creating pod %d of the write bound: %w", i, err)
-			}
-			names[i], uids[i] = created.Name, created.UID
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	err := eachBoundPod(ctx, pods, concurrency, func(ctx context.Context, i int) error {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: boundPodName(i), Namespace: namespace}, Spec: template.Spec}
+		created, err := cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating pod %d of the write bound: %w", i, err)
+		}
+		names[i], uids[i] = created.Name, created.UID
+		return nil
+	})
+	if err != nil {
 		return b, err
 	}
 	b.CreatesPerSecond = float64(pods) / time.Since(start).Seconds()
 
 	start = time.Now()
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(concurrency)
-	for i := range pods {
-		g.Go(func() error {
-			patch, err := runningPatch(uids[i], &template.Spec)
-			if err != nil {
-				return err
-			}
-			if _, err := cs.CoreV1().Pods(namespace).Patch(gctx, names[i], types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-				return fmt.Errorf("patching the status of pod %s of the write bound: %w", names[i], err)
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	err = eachBoundPod(ctx, pods, concurrency, func(ctx context.Context, i int) error {
+		patch, err := runningPatch(uids[i], &template.Spec)
+		if err != nil {
+			return err
+		}
+		if _, err := cs.CoreV1().Pods(namespace).Patch(ctx, names[i], types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+			return fmt.Errorf("patching the status of pod %s of the write bound: %w", names[i], err)
+		}
+		return nil
+	})
+	if err != nil {
 		return b, err
 	}
 	b.PatchesPerSecond = float64(pods) / time.Since(start).Seconds()
@@ -92,17 +84,23 @@ func measureBound(ctx context.Context, cs kubernetes.Interface, namespace string
 // its default --delete-collection-workers), under the one-minute timeout of requests that are
 // not long-running, and a 5000-pod run ended there with the request's stream reset.
 func deleteBoundPods(ctx context.Context, cs kubernetes.Interface, namespace string, pods, concurrency int) error {
+	return eachBoundPod(ctx, pods, concurrency, func(ctx context.Context, i int) error {
+		name := boundPodName(i)
+		err := cs.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting pod %s of the write bound: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// eachBoundPod calls f for each of the bound's pods by index, concurrency at a time, and returns
+// the first error; f's context ends with it.
+func eachBoundPod(ctx context.Context, pods, concurrency int, f func(ctx context.Context, i int) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(concurrency)
 	for i := range pods {
-		g.Go(func() error {
-			name := boundPodName(i)
-			err := cs.CoreV1().Pods(namespace).Delete(gctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("deleting pod %s of the write bound: %w", name, err)
-			}
-			return nil
-		})
+		g.Go(func() error { return f(gctx, i) })
 	}
 	return g.Wait()
 }

@@ -445,19 +445,25 @@ func buildSuite(t *testing.T, root string, release controlplane.Release, s suite
 		}
 	}
 	files = append(files, filepath.Join("testdata", "restartbed_suite_test.go"))
+	applied := 0
 	for _, f := range files {
-		copyFile(t, f, filepath.Join(dir, filepath.Base(f)))
-	}
-	for _, fix := range s.fixes {
-		name := filepath.Join(dir, fix.file)
-		data, err := os.ReadFile(name)
+		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if data, err = fix.apply(data); err != nil {
-			t.Fatalf("%s: %v", release.Kubernetes, err)
+		for _, fix := range s.fixes {
+			if fix.file != filepath.Base(f) {
+				continue
+			}
+			if data, err = fix.apply(data); err != nil {
+				t.Fatalf("%s: %v", release.Kubernetes, err)
+			}
+			applied++
 		}
-		writeFile(t, name, data)
+		writeFile(t, filepath.Join(dir, filepath.Base(f)), data)
+	}
+	if applied != len(s.fixes) {
+		t.Fatalf("%s: %d of %d spec fixes are for files the suite does not build", release.Kubernetes, len(s.fixes)-applied, len(s.fixes))
 	}
 	var imports strings.Builder
 	for _, imp := range s.imports {
