@@ -92,11 +92,13 @@ test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and t
 	@for m in hack/compat/*.mod; do echo "== unit tests with $$m"; $(GO) test -modfile=$$m $(UNIT_PKGS) || exit 1; done
 
 # The upstream modules run at once (the node e2e specs mostly wait on their own timers), each
-# line prefixed with its module; the target fails if either does.
+# line prefixed with its module; the target fails if either does. A module's exit status is
+# caught with || (the shell's -e would end its group before it is written down), so the summary
+# names every module's.
 .PHONY: test-upstream
 test-upstream: envtest-assets ## Upstream's own suites against restartbed: JobSet v0.12.0's e2e and its agent binary in Stories 1 and 2 (both controllers), Kubernetes' node e2e lifecycle specs of every supported release; docs/upstream-tests.md.
 	@rcs=$$(mktemp -d); for m in $(dir $(UPSTREAM)); do n=$$(basename $$m); \
-		{ (cd $$m && $(GO) test -count=1 -timeout 80m -parallel 9 -v ./...) 2>&1; echo $$? > $$rcs/$$n; } | sed -u "s|^|$$n: |" & \
+		{ rc=0; (cd $$m && $(GO) test -count=1 -timeout 80m -parallel 9 -v ./...) 2>&1 || rc=$$?; echo $$rc > $$rcs/$$n; } | sed -u "s|^|$$n: |" & \
 	done; wait; status=0; for m in $(dir $(UPSTREAM)); do n=$$(basename $$m); \
 		rc=$$(cat $$rcs/$$n); echo "== $$m: exit status $$rc"; [ "$$rc" = 0 ] || status=1; done; rm -rf $$rcs; exit $$status
 
