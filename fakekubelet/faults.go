@@ -90,7 +90,7 @@ func (k *Kubelet) node(name string) (*nodes.Node, error) {
 }
 
 // RestartKubelet restarts a node's kubelet: its in-memory state (status cache, crash-loop
-// backoff, reason cache, probe results) is lost, its containers keep running, and it resumes
+// backoff, reason cache, probe results, the Lease it last wrote) is lost, its containers keep running, and it resumes
 // from the pod statuses in the API (docs/reference/kubelet.md, "What it keeps and what it does not").
 func (k *Kubelet) RestartKubelet(name string) error {
 	n, err := k.node(name)
@@ -106,6 +106,7 @@ func (k *Kubelet) RestartKubelet(name string) error {
 	if err := k.startKubeletConfig(name); err != nil {
 		return fmt.Errorf("the kubelet of node %s would not start again, so it was not restarted: %w", name, err)
 	}
+	n.KubeletRestarted()
 	k.resync(n)
 	return nil
 }

@@ -57,6 +57,8 @@ type Node struct {
 	// kubeletDown: the node's kubelet process is stopped (Kubelet.StopKubelet): no heartbeats, no
 	// syncs, no kubelet API; the node's containers run on.
 	kubeletDown atomic.Bool
+	// lease is what the node's kubelet keeps of its Lease (lease.go).
+	lease nodeLease
 	// postedImages are the images the node's status last posted (Set.images).
 	postedImages atomic.Pointer[[]corev1.ContainerImage]
 	// open are the responses the node's pods' programs are reading now (Network), which
@@ -146,8 +148,19 @@ func (n *Node) KubeletStopped() bool { return n.kubeletDown.Load() }
 // StopKubelet marks the node's kubelet stopped; false if it already was.
 func (n *Node) StopKubelet() bool { return n.kubeletDown.CompareAndSwap(false, true) }
 
-// StartKubelet marks the node's kubelet running again; false if it was not stopped.
-func (n *Node) StartKubelet() bool { return n.kubeletDown.CompareAndSwap(true, false) }
+// StartKubelet marks the node's kubelet running again, a new kubelet (KubeletRestarted); false if
+// it was not stopped.
+func (n *Node) StartKubelet() bool {
+	if !n.kubeletDown.CompareAndSwap(true, false) {
+		return false
+	}
+	n.KubeletRestarted()
+	return true
+}
+
+// KubeletRestarted is a new kubelet process taking the node's place: it knows nothing of the
+// Lease its predecessor wrote, and reads it at its first renewal.
+func (n *Node) KubeletRestarted() { n.lease.forget() }
 
 // Network wraps the transport of a pod's programs: while the node is partitioned, requests fail
 // as on an unreachable network and open responses (watches) break at their next read;

@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/klog/v2"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/timing"
 )
@@ -224,7 +222,7 @@ func (s *Set) takeOver(ctx context.Context, n *Node, current *corev1.Node) error
 	if _, err := s.opts.Client(n.Name()).CoreV1().Nodes().Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("taking over node %s: %w", n.Name(), err)
 	}
-	if err := s.ensureLease(ctx, n, current.UID); err != nil {
+	if err := s.ensureLease(ctx, n); err != nil {
 		return err
 	}
 	return nil
@@ -273,7 +271,7 @@ func (s *Set) register(ctx context.Context, n *Node) error {
 			return fmt.Errorf("labelling node %s: %w", n.Name(), err)
 		}
 	}
-	return s.ensureLease(ctx, n, created.UID)
+	return s.ensureLease(ctx, n)
 }
 
 // kubeletMaySet reports whether NodeRestriction lets a kubelet set the label on its own Node
@@ -289,38 +287,6 @@ func kubeletMaySet(key string) bool {
 		return false
 	}
 	return (!under("kubernetes.io") && !under("k8s.io")) || kubeletapis.IsKubeletLabel(key)
-}
-
-// ensureLease creates the node's Lease, owned by the node as the kubelet makes it, or takes over
-// the one that exists: its holder becomes this kubelet's node and it is renewed now.
-func (s *Set) ensureLease(ctx context.Context, n *Node, uid types.UID) error {
-	c := s.opts.Client(n.Name())
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      n.Name(),
-			Namespace: corev1.NamespaceNodeLease,
-			// As the kubelet does, so the lease goes with its node.
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name(), UID: uid}},
-		},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To(n.Name()),
-			LeaseDurationSeconds: ptr.To(int32(s.opts.Timing.NodeLeaseDuration.Seconds())),
-			RenewTime:            &metav1.MicroTime{Time: s.opts.Clock.Now()},
-		},
-	}
-	_, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		patch, perr := json.Marshal(map[string]any{"spec": map[string]any{"holderIdentity": lease.Spec.HolderIdentity,
-			"leaseDurationSeconds": lease.Spec.LeaseDurationSeconds, "renewTime": lease.Spec.RenewTime}})
-		if perr != nil {
-			return perr
-		}
-		_, err = c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("creating the lease of node %s: %w", n.Name(), err)
-	}
-	return nil
 }
 
 // Declared is the Node object of spec as a provisioner declares one for a kubelet to take over
@@ -426,13 +392,13 @@ func (s *Set) Heartbeat(ctx context.Context, current corelisters.NodeLister) {
 		case <-ctx.Done():
 			return
 		case <-renew.C():
-			now := metav1.NewMicroTime(s.opts.Clock.Now())
+			now := metav1.NewTime(s.opts.Clock.Now())
 			write = func(ctx context.Context, n *Node) error {
-				if err := s.renewLease(ctx, n, now); err != nil {
+				if err := s.renewLease(ctx, n); err != nil {
 					return err
 				}
 				if s.imagesChanged(n) {
-					return s.postStatus(ctx, n, apiNode(current, n), metav1.Time(now))
+					return s.postStatus(ctx, n, apiNode(current, n), now)
 				}
 				return nil
 			}
@@ -460,11 +426,10 @@ func (s *Set) Heartbeat(ctx context.Context, current corelisters.NodeLister) {
 // Reconnected is what a node's kubelet does first when its partition ends: it renews its Lease
 // and posts its status at once (Ready again; the node lifecycle controller then lifts its taints).
 func (s *Set) Reconnected(ctx context.Context, n *Node, current corelisters.NodeLister) error {
-	now := s.opts.Clock.Now()
-	if err := s.renewLease(ctx, n, metav1.NewMicroTime(now)); err != nil {
+	if err := s.renewLease(ctx, n); err != nil {
 		return err
 	}
-	return s.postStatus(ctx, n, apiNode(current, n), metav1.NewTime(now))
+	return s.postStatus(ctx, n, apiNode(current, n), metav1.NewTime(s.opts.Clock.Now()))
 }
 
 func apiNode(lister corelisters.NodeLister, n *Node) *corev1.Node {
@@ -473,18 +438,6 @@ func apiNode(lister corelisters.NodeLister, n *Node) *corev1.Node {
 		return nil
 	}
 	return obj
-}
-
-// renewLease moves the node's Lease renewTime to now: one merge patch, no read.
-func (s *Set) renewLease(ctx context.Context, n *Node, now metav1.MicroTime) error {
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": now}})
-	if err != nil {
-		return err
-	}
-	if _, err := s.opts.Client(n.Name()).CoordinationV1().Leases(corev1.NamespaceNodeLease).Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("renewing the lease of node %s: %w", n.Name(), err)
-	}
-	return nil
 }
 
 // postStatus posts the node's conditions as a healthy kubelet reports them, with a new heartbeat

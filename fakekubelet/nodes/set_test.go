@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,8 +15,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -129,8 +132,8 @@ func TestHeartbeat(t *testing.T) {
 	renewed := func() []string {
 		var names []string
 		for _, a := range client.Actions() {
-			if p, ok := a.(clienttesting.PatchAction); ok && a.GetResource().Resource == "leases" {
-				names = append(names, p.GetName())
+			if u, ok := a.(clienttesting.UpdateAction); ok && a.GetResource().Resource == "leases" {
+				names = append(names, u.GetObject().(*coordinationv1.Lease).Name)
 			}
 		}
 		return names
@@ -354,13 +357,11 @@ func TestImagesChangePostedAtTheNextRenewal(t *testing.T) {
 			var leases int
 			var status []string
 			for _, a := range client.Actions() {
-				if p, ok := a.(clienttesting.PatchAction); ok {
-					switch a.GetResource().Resource {
-					case "leases":
-						leases++
-					case "nodes":
-						status = append(status, string(p.GetPatch()))
-					}
+				switch p, ok := a.(clienttesting.PatchAction); {
+				case a.GetResource().Resource == "leases" && a.GetVerb() == "update":
+					leases++
+				case ok && a.GetResource().Resource == "nodes":
+					status = append(status, string(p.GetPatch()))
 				}
 			}
 			if leases > 0 && (len(status) > 0 || time.Since(start) > 200*time.Millisecond) {
@@ -382,4 +383,84 @@ func TestImagesChangePostedAtTheNextRenewal(t *testing.T) {
 	if n, _ := client.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{}); len(n.Status.Images) != 2 {
 		t.Errorf("node images %v, want two", n.Status.Images)
 	}
+}
+
+// TestLeaseRenewal renews as the kubelet's lease controller: an update of the Lease it last
+// wrote, no read; after a conflict it reads the Lease and updates that, keeping what another
+// writer set but the duration; a deleted Lease is created again, owned by the node; a kubelet
+// that restarted reads the Lease first.
+func TestLeaseRenewal(t *testing.T) {
+	s, client, clk := newSet(t, Spec{Name: "a"})
+	ctx := context.Background()
+	// The fake apiserver gives no UIDs: the node's is set beforehand.
+	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "uid-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := s.Get("a")
+	leases := client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	verbs := func() []string {
+		var out []string
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource == "leases" {
+				out = append(out, a.GetVerb())
+			}
+		}
+		client.ClearActions()
+		return out
+	}
+	renew := func(step string, want ...string) *coordinationv1.Lease {
+		t.Helper()
+		clk.Step(10 * time.Second)
+		if err := s.renewLease(ctx, n); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if got := verbs(); !slices.Equal(got, want) {
+			t.Errorf("%s: lease requests %v, want %v", step, got, want)
+		}
+		lease, err := leases.Get(ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		client.ClearActions()
+		if !lease.Spec.RenewTime.Time.Equal(clk.Now()) || *lease.Spec.LeaseDurationSeconds != 40 {
+			t.Errorf("%s: renew time %v, duration %d; want %v, 40", step, lease.Spec.RenewTime, *lease.Spec.LeaseDurationSeconds, clk.Now())
+		}
+		return lease
+	}
+	client.ClearActions()
+	renew("renewal", "update")
+
+	// Another writer moves the Lease; the apiserver refuses the kubelet's stale update once.
+	moved, _ := leases.Get(ctx, "a", metav1.GetOptions{})
+	moved.Spec.HolderIdentity, moved.Spec.LeaseDurationSeconds = ptr.To("someone"), ptr.To[int32](1)
+	if _, err := leases.Update(ctx, moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conflicts := 1
+	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			return false, nil, nil
+		}
+		conflicts--
+		return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "a", errors.New("the object has been modified"))
+	})
+	client.ClearActions()
+	if got := renew("after a conflict", "update", "get", "update"); *got.Spec.HolderIdentity != "someone" {
+		t.Errorf("after a conflict: holder %q, want the other writer's kept", *got.Spec.HolderIdentity)
+	}
+
+	if err := leases.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	got := renew("deleted", "update", "update", "update", "update", "update", "get", "create")
+	if *got.Spec.HolderIdentity != "a" || len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != n.UID() || got.OwnerReferences[0].Kind != "Node" {
+		t.Errorf("the Lease created again: holder %q, owners %+v; want node a's", *got.Spec.HolderIdentity, got.OwnerReferences)
+	}
+
+	n.KubeletRestarted()
+	renew("after the kubelet restarted", "get", "update")
 }

@@ -69,4 +69,30 @@ var _ = Describe("nodes", Label("nodes"), func() {
 			g.Expect(lease.Spec.RenewTime.Time).To(BeTemporally(">", first))
 		}).WithContext(ctx).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
 	})
+
+	It("renews a Lease another writer moved, and creates a deleted one again, as the kubelet's lease controller", func(ctx context.Context) {
+		key := client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: "tpu-0"}
+		var lease coordinationv1.Lease
+		Expect(k8s.Get(ctx, key, &lease)).To(Succeed())
+		// The kubelet's next update carries the resourceVersion it last wrote, and conflicts.
+		lease.Annotations = map[string]string{"restartbed.test/moved": "by the test"}
+		Expect(k8s.Update(ctx, &lease)).To(Succeed())
+		moved := lease.Spec.RenewTime.Time
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, key, &lease)).To(Succeed())
+			g.Expect(lease.Spec.RenewTime.Time).To(BeTemporally(">", moved))
+		}).WithContext(ctx).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+		Expect(lease.Annotations).To(HaveKeyWithValue("restartbed.test/moved", "by the test"), "the renewal keeps what the other writer set")
+
+		var node corev1.Node
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "tpu-0"}, &node)).To(Succeed())
+		Expect(k8s.Delete(ctx, &lease)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var again coordinationv1.Lease
+			g.Expect(k8s.Get(ctx, key, &again)).To(Succeed())
+			g.Expect(again.UID).NotTo(Equal(lease.UID))
+			g.Expect(again.Spec.HolderIdentity).To(PointTo(Equal("tpu-0")))
+			g.Expect(again.OwnerReferences).To(ConsistOf(MatchFields(IgnoreExtras, Fields{"Kind": Equal("Node"), "Name": Equal("tpu-0"), "UID": Equal(node.UID)})))
+		}).WithContext(ctx).WithTimeout(Timeout).WithPolling(Interval).Should(Succeed())
+	})
 })
