@@ -41,12 +41,7 @@ func (s *Set) ensureLease(ctx context.Context, n *Node) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.latest = nil
-	created, err := s.getOrCreateLease(ctx, n)
-	if err == nil && !created {
-		l.latest.Spec.HolderIdentity = ptr.To(n.Name())
-		err = s.updateLease(ctx, n)
-	}
-	if err != nil {
+	if err := s.readAndRenewLease(ctx, n, true); err != nil {
 		return fmt.Errorf("creating the lease of node %s: %w", n.Name(), err)
 	}
 	return nil
@@ -64,23 +59,30 @@ func (s *Set) renewLease(ctx context.Context, n *Node) error {
 	l := &n.lease
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var err error
 	if l.latest != nil {
-		err := s.updateLease(ctx, n)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-	}
-	created, err := s.getOrCreateLease(ctx, n)
-	if err == nil && !created {
 		err = s.updateLease(ctx, n)
+	}
+	if l.latest == nil || (err != nil && ctx.Err() == nil) {
+		err = s.readAndRenewLease(ctx, n, false)
 	}
 	if err != nil {
 		return fmt.Errorf("renewing the lease of node %s: %w", n.Name(), err)
 	}
 	return nil
+}
+
+// readAndRenewLease reads the node's Lease, or creates it, and renews what it read; take: the
+// node becomes its holder as well. n.lease.mu is held.
+func (s *Set) readAndRenewLease(ctx context.Context, n *Node, take bool) error {
+	created, err := s.getOrCreateLease(ctx, n)
+	if err != nil || created {
+		return err
+	}
+	if take {
+		n.lease.latest.Spec.HolderIdentity = ptr.To(n.Name())
+	}
+	return s.updateLease(ctx, n)
 }
 
 // updateLease is the lease controller's retryUpdateLease from n.lease.latest, which it replaces
