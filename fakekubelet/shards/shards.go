@@ -173,7 +173,10 @@ func (s *Shard) Start(ctx context.Context) error {
 		<-ctx.Done()
 		factory.Shutdown()
 	})
-	s.wg.Go(func() { s.run(ctx) })
+	// The ticker is armed before Start returns, so that a renewal period counts from Start (a
+	// fake clock stepped right after Start moves the shard's renewals too).
+	renew := s.opts.Clock.NewTicker(s.opts.LeaseDuration / 4)
+	s.wg.Go(func() { s.run(ctx, renew) })
 	return nil
 }
 
@@ -187,10 +190,10 @@ func (s *Shard) poke() {
 	}
 }
 
-// run renews the Lease every quarter of its duration and recomputes the members when a Lease
-// changes and at each renewal, which is when another shard's Lease may have expired.
-func (s *Shard) run(ctx context.Context) {
-	renew := s.opts.Clock.NewTicker(s.opts.LeaseDuration / 4)
+// run renews the Lease at each tick of renew (every quarter of its duration) and recomputes the
+// members when a Lease changes and at each renewal, which is when another shard's Lease may have
+// expired. It stops renew as it returns.
+func (s *Shard) run(ctx context.Context, renew clock.Ticker) {
 	defer renew.Stop()
 	for {
 		select {
