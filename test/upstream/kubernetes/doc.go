@@ -1,6 +1,7 @@
 // Package kubernetes runs Kubernetes' own node e2e specs for container lifecycle, restart rules
 // and RestartAllContainers against `restartbed up` (make test-upstream; docs/upstream-tests.md),
-// for every supported release, the releases at once, each against a cluster of that release.
+// for every supported release, the releases at once after all are built, each against clusters of
+// that release.
 //
 // The specs are upstream's, taken from each release's k8s.io/kubernetes module in the Go module
 // cache when the test runs, unmodified but for upstream's own later fixes of races in them

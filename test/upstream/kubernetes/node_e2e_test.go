@@ -196,14 +196,16 @@ func TestNodeE2E(t *testing.T) {
 	restartbed := filepath.Join(t.TempDir(), "restartbed")
 	goCmd(t, root, nil, "build", "-o", restartbed, "./cmd/restartbed")
 	var (
-		mu  sync.Mutex
-		ran = map[string]releaseRun{}
+		mu     sync.Mutex
+		ran    = map[string]releaseRun{}
+		builds sync.WaitGroup
 	)
 	t.Run("release", func(t *testing.T) {
 		for _, release := range controlplane.Releases() {
 			t.Run(release.Minor(), func(t *testing.T) {
+				builds.Add(1) // before Parallel: every release -run selects has counted itself before any resumes
 				t.Parallel()
-				results := runRelease(t, root, restartbed, release)
+				results := runRelease(t, root, restartbed, release, &builds)
 				mu.Lock()
 				defer mu.Unlock()
 				ran[release.Minor()] = releaseRun{release: release, results: results}
@@ -230,14 +232,22 @@ type releaseRun struct {
 }
 
 // runRelease builds the release's specs, runs them against `restartbed up` of that release and
-// fails t for every applicable spec that fails; it returns every spec's outcome.
-func runRelease(t *testing.T, root, restartbed string, release controlplane.Release) []result {
-	s, ok := suites[release.Minor()]
-	if !ok {
-		t.Fatalf("no node e2e files listed for Kubernetes %s: add them to suites", release.Minor())
-	}
+// fails t for every applicable spec that fails; it returns every spec's outcome. The clusters
+// start once every release's specs are built (builds, which counts the releases that run): the
+// builds' compiles and links take both cores for minutes, and a release whose specs ran beside
+// another's build would run its timed specs (a pod's deletion within 5 s, a sidecar started
+// after another's "Started" line) on the cores those left.
+func runRelease(t *testing.T, root, restartbed string, release controlplane.Release, builds *sync.WaitGroup) []result {
 	work := t.TempDir()
-	bin, ginkgo := buildSuite(t, root, release, s, work)
+	s, ok := suites[release.Minor()]
+	bin, ginkgo := func() (string, string) {
+		defer builds.Done() // also when the build fails: the other releases go on
+		if !ok {
+			t.Fatalf("no node e2e files listed for Kubernetes %s: add them to suites", release.Minor())
+		}
+		return buildSuite(t, root, release, s, work)
+	}()
+	builds.Wait()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
