@@ -41,8 +41,10 @@ var (
 )
 
 // parallelism is how many ginkgo processes run specs at once. The specs mostly wait on
-// containers' sleeps, so more processes than cores keep the run short.
-const parallelism = 8
+// containers' sleeps, so more processes than cores keep the run short; but the three releases'
+// parallel specs run at once, and with eight processes each they kept both cores busy for their
+// seven to ten minutes, where specs that bound a pod's deletion by 5 s need the cores to spare.
+const parallelism = 6
 
 // specFiles are test/e2e_node's test files whose specs run, on every release.
 var specFiles = []string{"container_lifecycle_test.go", "restart_all_containers_test.go", "container_restart_test.go"}
