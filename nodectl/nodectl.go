@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -209,18 +210,22 @@ func (s *Server) operate(w http.ResponseWriter, r *http.Request) {
 }
 
 // Healthz serves the kubelets' healthz endpoints: node i of nodes on 127.0.0.1:port+i (in
-// NodeNames' order, sorted), /healthz answering "ok" while its kubelet runs; a stopped kubelet's
-// closes each connection unanswered, as a port nothing listens on refuses it. They stop when ctx
-// ends.
+// NodeNames' order, sorted), or with port 0 each on a port the system picks, /healthz answering
+// "ok" while its kubelet runs; a stopped kubelet's closes each connection unanswered, as a port
+// nothing listens on refuses it. It returns each node's URL. They stop when ctx ends.
 func Healthz(ctx context.Context, kubelets Kubelets, port int) (map[string]string, error) {
 	nodes := slices.Sorted(slices.Values(kubelets.NodeNames()))
-	if port < 1 || port+len(nodes)-1 > 65535 {
+	if port < 0 || port+len(nodes)-1 > 65535 {
 		return nil, fmt.Errorf("healthz port %d: the nodes' ports %d..%d are not all ports", port, port, port+len(nodes)-1)
 	}
 	addrs := map[string]string{}
 	var listeners []net.Listener
 	for i, node := range nodes {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(port+i)))
+		p := 0 // the system's pick
+		if port != 0 {
+			p = port + i
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
 			for _, l := range listeners {
 				_ = l.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -194,5 +195,28 @@ func TestHealthz(t *testing.T) {
 	}
 	if !healthy("node-0") {
 		t.Error("node-0's kubelet started again is not healthy")
+	}
+}
+
+func TestHealthzOnPortsTheSystemPicks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrs, err := Healthz(ctx, newKubelets("node-0", "node-1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addrs) != 2 || addrs["node-0"] == addrs["node-1"] || strings.Contains(addrs["node-0"], ":0/") {
+		t.Fatalf("healthz addresses = %v, want two of their own", addrs)
+	}
+	for node, addr := range addrs {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, addr, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %s, want 200", node, resp.Status)
+		}
 	}
 }

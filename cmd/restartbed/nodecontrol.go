@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/spf13/pflag"
 
@@ -24,13 +25,46 @@ import (
 type nodeControlFlags struct {
 	// socket is where the nodes' kubelet units are served to restartbed systemctl.
 	socket string
-	// healthzPort is the first node's kubelet healthz port on 127.0.0.1; 0: none.
-	healthzPort int
+	// healthz is where the kubelets' healthz ports are on 127.0.0.1.
+	healthz healthzPort
 	// runtimeDir is where each node's CRI socket is (fakekubelet.Options.RuntimeSocketDir).
 	runtimeDir string
 	// kubeletConfig is the kubelets' configuration file (fakekubelet.Options.KubeletConfigFile).
 	kubeletConfig string
 }
+
+// healthzPort is the value of --kubelet-healthz-port: the first node's port, "any" for a port
+// the system picks for each node (several clusters started at once cannot race for them, as for
+// ports chosen before the process starts), or 0 for none.
+type healthzPort struct {
+	first int // the first node's port; 0 with any or none
+	any   bool
+}
+
+func (p *healthzPort) String() string {
+	if p.any {
+		return "any"
+	}
+	return strconv.Itoa(p.first)
+}
+
+func (p *healthzPort) Set(s string) error {
+	if s == "any" {
+		*p = healthzPort{any: true}
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a port, any or 0", s)
+	}
+	*p = healthzPort{first: n}
+	return nil
+}
+
+func (p *healthzPort) Type() string { return "port" }
+
+// set reports whether the healthz ports are served.
+func (p healthzPort) set() bool { return p.any || p.first != 0 }
 
 // addNodeControlFlags adds the flags; without healthz, not --kubelet-healthz-port (a joined
 // kubelet's nodes have no fixed order to number their ports by).
@@ -39,8 +73,9 @@ func addNodeControlFlags(flags *pflag.FlagSet, f *nodeControlFlags, healthz bool
 		"serve the nodes' kubelets as systemd units (kubelet-NODE.service) on this Unix socket, for restartbed systemctl to stop, start and restart, "+
 			"and their faults (a node's partition or reboot, a container's exit), for the scenarios and benchmarks that run these nodes (docs/fakekubelet.md)")
 	if healthz {
-		flags.IntVar(&f.healthzPort, "kubelet-healthz-port", 0,
-			"serve each node's kubelet healthz (/healthz, as the kubelet's port 10248) on 127.0.0.1: the first node's on this port, the next node's one more, ...; 0: none")
+		flags.Var(&f.healthz, "kubelet-healthz-port",
+			"serve each node's kubelet healthz (/healthz, as the kubelet's port 10248) on 127.0.0.1: the first node's on this port, the next node's one more, ...; "+
+				"any: each on a free port the system picks, as the banner says; 0: none")
 	}
 	flags.StringVar(&f.runtimeDir, "runtime-socket-dir", "",
 		"serve each node's container runtime over the CRI on the Unix socket DIR/NODE.sock, as containerd's, for crictl --runtime-endpoint unix://DIR/NODE.sock; the directory must exist")
@@ -53,11 +88,11 @@ func addNodeControlFlags(flags *pflag.FlagSet, f *nodeControlFlags, healthz bool
 // check refuses node-control flags that cannot work, before anything starts; nodes is how many
 // nodes of its own the process registers.
 func (f nodeControlFlags) check(nodes int) error {
-	if f.healthzPort != 0 && nodes == 0 {
+	if f.healthz.set() && nodes == 0 {
 		return errors.New("--kubelet-healthz-port needs nodes of this process's own (--nodes)")
 	}
-	if f.healthzPort < 0 || f.healthzPort+nodes-1 > 65535 {
-		return fmt.Errorf("--kubelet-healthz-port %d: the %d nodes' ports from it must be ports (1..65535)", f.healthzPort, nodes)
+	if f.healthz.first < 0 || f.healthz.first+nodes-1 > 65535 {
+		return fmt.Errorf("--kubelet-healthz-port %d: the %d nodes' ports from it must be ports (1..65535)", f.healthz.first, nodes)
 	}
 	if f.runtimeDir != "" {
 		if fi, err := os.Stat(f.runtimeDir); err != nil || !fi.IsDir() {
@@ -105,8 +140,8 @@ func serveNodeControl(ctx context.Context, kubelets nodectl.Kubelets, f nodeCont
 			return c, err
 		}
 	}
-	if f.healthzPort != 0 {
-		addrs, err := nodectl.Healthz(ctx, kubelets, f.healthzPort)
+	if f.healthz.set() {
+		addrs, err := nodectl.Healthz(ctx, kubelets, f.healthz.first) // 0 with any: the system's ports
 		if err != nil {
 			return c, err
 		}

@@ -35,12 +35,15 @@ func TestNodeControlFlagsCheck(t *testing.T) {
 		want  string // a part of the error; "" for none
 	}{
 		{"nothing asked", nodeControlFlags{}, 0, ""},
-		{"all of it", nodeControlFlags{socket: filepath.Join(dir, "c.sock"), healthzPort: 10248, runtimeDir: dir, kubeletConfig: config}, 2, ""},
+		{"all of it", nodeControlFlags{socket: filepath.Join(dir, "c.sock"), healthz: healthzPort{first: 10248}, runtimeDir: dir, kubeletConfig: config}, 2, ""},
 		{"a kubelet configuration file that is not there", nodeControlFlags{kubeletConfig: filepath.Join(dir, "nope")}, 1, "--kubelet-config: kubelet configuration " + filepath.Join(dir, "nope") + ": no such file"},
 		{"a kubelet configuration file with an unknown field", nodeControlFlags{kubeletConfig: badConfig}, 1, "bad-config:3: maxPod: unknown field"},
 		{"a socket file that is there already", nodeControlFlags{socket: sock}, 1, ""},
-		{"healthz ports without nodes", nodeControlFlags{healthzPort: 10248}, 0, "--kubelet-healthz-port needs nodes"},
-		{"healthz ports past 65535", nodeControlFlags{healthzPort: 65535}, 2, "must be ports"},
+		{"healthz ports without nodes", nodeControlFlags{healthz: healthzPort{first: 10248}}, 0, "--kubelet-healthz-port needs nodes"},
+		{"any healthz ports without nodes", nodeControlFlags{healthz: healthzPort{any: true}}, 0, "--kubelet-healthz-port needs nodes"},
+		{"any healthz ports", nodeControlFlags{healthz: healthzPort{any: true}}, 3, ""},
+		{"healthz ports past 65535", nodeControlFlags{healthz: healthzPort{first: 65535}}, 2, "must be ports"},
+		{"a negative healthz port", nodeControlFlags{healthz: healthzPort{first: -1}}, 1, "must be ports"},
 		{"a runtime socket directory that is not there", nodeControlFlags{runtimeDir: filepath.Join(dir, "nope")}, 1, "--runtime-socket-dir " + filepath.Join(dir, "nope") + ": not a directory"},
 		{"a runtime socket directory that is a file", nodeControlFlags{runtimeDir: file}, 1, "not a directory"},
 		{"a control socket in no directory", nodeControlFlags{socket: filepath.Join(dir, "nope", "c.sock")}, 1, "does not exist"},
@@ -55,5 +58,29 @@ func TestNodeControlFlagsCheck(t *testing.T) {
 				t.Errorf("check: %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestHealthzPortFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string // want: String() after Set; "" for an error
+		set      bool
+	}{
+		{"any", "any", true},
+		{"10248", "10248", true},
+		{"0", "0", false},
+		{"auto", "", false},
+		{"", "", false},
+	} {
+		var p healthzPort
+		err := p.Set(tc.in)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("Set(%q) = nil, want an error", tc.in)
+		case tc.want != "" && err != nil:
+			t.Errorf("Set(%q): %v", tc.in, err)
+		case tc.want != "" && (p.String() != tc.want || p.set() != tc.set):
+			t.Errorf("Set(%q): String() = %q, set() = %v, want %q, %v", tc.in, p.String(), p.set(), tc.want, tc.set)
+		}
 	}
 }

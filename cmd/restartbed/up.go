@@ -230,7 +230,7 @@ func kubeletProcesses(opts *envtest.Options, f upFlags, sc *scenarios.Scenario) 
 		return errors.New("--kubelets: no nodes to run in them (--nodes, or the --from scenario's)")
 	}
 	c := f.control
-	if c.socket != "" || c.healthzPort != 0 || c.runtimeDir != "" || c.kubeletConfig != "" {
+	if c.socket != "" || c.healthz.set() || c.runtimeDir != "" || c.kubeletConfig != "" {
 		return errors.New("--kubelets: --control-socket, --kubelet-healthz-port, --runtime-socket-dir and --kubelet-config serve the in-process kubelets; run restartbed kubelet with them yourself")
 	}
 	self, err := os.Executable()

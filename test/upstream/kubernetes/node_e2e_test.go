@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -539,8 +538,9 @@ type node struct {
 }
 
 // up runs `restartbed up` with one node until the test ends, its kubelet served as a systemd
-// unit on the control socket, its healthz on a port of its own and its container runtime on a
-// CRI socket.
+// unit on the control socket, its healthz on a port the system picks (the banner says which:
+// nine clusters start at once, and a port chosen before one starts can be taken by another's
+// process meanwhile) and its container runtime on a CRI socket.
 func up(ctx context.Context, t *testing.T, restartbed string, release controlplane.Release, work string) node {
 	t.Helper()
 	sockets := filepath.Join(work, "cri")
@@ -552,7 +552,7 @@ func up(ctx context.Context, t *testing.T, restartbed string, release controlpla
 	writeFile(t, filepath.Join(work, kubeletConfigFile), []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"))
 	cmd := exec.CommandContext(ctx, restartbed, "up", "--nodes", "1", "--kubernetes-version", release.Minor(),
 		"--kubeconfig", filepath.Join(work, "kubeconfig"),
-		"--control-socket", filepath.Join(work, controlSocket), "--kubelet-healthz-port", fmt.Sprint(freePort(t)),
+		"--control-socket", filepath.Join(work, controlSocket), "--kubelet-healthz-port", "any",
 		"--runtime-socket-dir", sockets, "--kubelet-config", filepath.Join(work, kubeletConfigFile))
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = time.Minute
@@ -605,17 +605,6 @@ func up(ctx context.Context, t *testing.T, restartbed string, release controlpla
 		t.Fatal("restartbed up did not come up within 20 minutes")
 	}
 	return node{}
-}
-
-// freePort returns a loopback port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // hostTools makes the commands upstream's framework runs on a node — "sudo systemctl list-units,
