@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -346,30 +347,44 @@ func TestImagesChangePostedAtTheNextRenewal(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	clocktest.WaitForWaiters(t, clk, waiters+2, "the heartbeat's lease and status tickers")
 
-	// renewal steps the clock to the next renewal and returns the status patches it brought: the
-	// heartbeat posts the status right after the Lease, so a status patch is awaited briefly.
+	// renewal steps the clock to the next renewal and returns the status patches it brought.
+	// Heartbeat ends a renewal's writes before it takes the next tick, so it steps once more:
+	// every patch of the first renewal comes before the second renewal's Lease update, and
+	// none of the second's does (it renews the Lease first).
 	renewal := func() []string {
 		t.Helper()
 		client.ClearActions()
-		clk.Step(timing.Realistic().NodeLeaseRenewInterval)
-		start := time.Now()
-		for deadline := start.Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			var leases int
-			var status []string
-			for _, a := range client.Actions() {
-				switch p, ok := a.(clienttesting.PatchAction); {
-				case a.GetResource().Resource == "leases" && a.GetVerb() == "update":
-					leases++
-				case ok && a.GetResource().Resource == "nodes":
-					status = append(status, string(p.GetPatch()))
+		leaseUpdates := func() (int, []clienttesting.Action) {
+			actions := client.Actions()
+			n := 0
+			for _, a := range actions {
+				if a.GetResource().Resource == "leases" && a.GetVerb() == "update" {
+					n++
 				}
 			}
-			if leases > 0 && (len(status) > 0 || time.Since(start) > 200*time.Millisecond) {
-				return status
+			return n, actions
+		}
+		for want := 1; want <= 2; want++ {
+			clk.Step(timing.Realistic().NodeLeaseRenewInterval)
+			if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				n, _ := leaseUpdates()
+				return n >= want, nil
+			}); err != nil {
+				t.Fatalf("no lease renewal %d: %v", want, err)
 			}
 		}
-		t.Fatal("no lease renewal")
-		return nil
+		_, actions := leaseUpdates()
+		var status []string
+		leases := 0
+		for _, a := range actions {
+			switch p, ok := a.(clienttesting.PatchAction); {
+			case a.GetResource().Resource == "leases" && a.GetVerb() == "update":
+				leases++
+			case ok && a.GetResource().Resource == "nodes" && leases == 1:
+				status = append(status, string(p.GetPatch()))
+			}
+		}
+		return status
 	}
 	if got := renewal(); len(got) != 0 {
 		t.Errorf("unchanged images: status patches %v, want none", got)
