@@ -131,9 +131,12 @@ func imagesAsOnANode(run func(args ...string) (string, error), must func(args ..
 
 // ownedByACustomResource checks that --crds installed the project's CRD before the
 // controller-manager started: its garbage collector knows the kind from the start, so a
-// ConfigMap owned by a Widget goes within seconds of the Widget's deletion. (A kind the
-// collector learns of later is watched only after its next resync, about 30 seconds on; the
-// bound leaves half of that for a busy machine.)
+// ConfigMap owned by a Widget goes as soon as the collector's graph sees the Widget's deletion
+// (an informer's event and one pass of a worker: well under a second when idle). A kind the
+// collector learns of later is watched only after its next discovery resync, every 30 seconds
+// (kube-controller-manager's garbage collector), so the ConfigMap would outlive the Widget by
+// up to 30 s. The bound, half that resync, tells the two apart, and leaves a loaded machine
+// fifteen seconds for an event and a pass.
 func ownedByACustomResource(t *testing.T, out *specs.SyncBuffer, run func(...string) (string, error), must func(...string) string) {
 	t.Helper()
 	if !strings.Contains(out.String(), "CRDs:          1 installed before the controller-manager started") {
