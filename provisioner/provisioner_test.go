@@ -66,8 +66,18 @@ func TestClaims(t *testing.T) {
 				t.Fatalf("provisioned %d volumes, want 1", len(pvs.Items))
 			}
 			got := pvs.Items[0]
-			want := volumeFor(tc.pvc)
-			if diff := cmp.Diff(want.Spec, got.Spec); diff != "" {
+			// Written out, not computed by the code under test: the claim's size, modes and
+			// class, a Delete policy, bound to the claim, on the node's virtual host path.
+			want := corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+				StorageClassName:              StorageClassName,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "ns", Name: "data", UID: "u1"},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: "/var/lib/restartbed/volumes/pvc-u1", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}},
+			}
+			if diff := cmp.Diff(want, got.Spec); diff != "" {
 				t.Errorf("volume spec (-want +got):\n%s", diff)
 			}
 			if got.Name != "pvc-u1" || got.Annotations[annProvisionedBy] != Name {
