@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/restartbed/restartbed/envtest"
 	"github.com/restartbed/restartbed/fakekubelet"
@@ -120,7 +121,7 @@ func namespace(tb testing.TB, cluster *envtest.Cluster, name string) string {
 	return name
 }
 
-// create creates pods that run until deleted, each changed by mutate.
+// create creates pods that run until deleted, and go at once then, each changed by mutate.
 func create(tb testing.TB, cluster *envtest.Cluster, ns string, pods int, mutate func(*corev1.Pod)) {
 	tb.Helper()
 	g, gctx := errgroup.WithContext(context.Background())
@@ -129,6 +130,8 @@ func create(tb testing.TB, cluster *envtest.Cluster, ns string, pods int, mutate
 		g.Go(func() error {
 			pod := builders.MakePod(fmt.Sprintf("p-%d", i), ns).RestartPolicy(corev1.RestartPolicyAlways).
 				Container(builders.MakeContainer("main").Shell("sleep 3600").Obj()).Obj()
+			// A shell as PID 1 ignores SIGTERM: without a grace each deletion waits 30 s.
+			pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
 			mutate(pod)
 			_, err := cluster.Clientset.CoreV1().Pods(ns).Create(gctx, pod, metav1.CreateOptions{})
 			return err
