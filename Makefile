@@ -9,6 +9,9 @@ SHELL := bash
 GO       ?= go
 BIN      := $(CURDIR)/bin
 TOOLS    := $(GO) tool -modfile=$(CURDIR)/hack/tools/go.mod
+# Runs a command and prints its wall time and CPU on a "phase NAME: ..." line (hack/ciphases
+# turns a log's lines into docs/development.md's table).
+PHASE    := $(CURDIR)/hack/phase.sh
 
 # Flags for every `go test` of `make test`; the race detector is on because the emulation is
 # concurrent throughout. test/realistic waits out upstream's node-failure delays (about eight
@@ -29,7 +32,7 @@ COMPAT := 1.36:v0.36.4:v0.24.0 1.37:v0.37.2:v0.25.1
 
 .PHONY: help
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## Build bin/restartbed.
@@ -86,10 +89,10 @@ kubectl: ## Find or unpack Debian's kubectl (the up test drives it); prints its 
 	@hack/debian-kubectl.sh
 
 .PHONY: test
-test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and the library's consumer modules, with the race detector.
-	$(GO) test $(GOTEST_FLAGS) -timeout 30m ./...
-	@for m in $(dir $(EXAMPLES)); do echo "== $$m"; (cd $$m && $(GO) test $(GOTEST_FLAGS) ./...) || exit 1; done
-	@for m in hack/compat/*.mod; do echo "== unit tests with $$m"; $(GO) test -modfile=$$m $(UNIT_PKGS) || exit 1; done
+test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and the library's consumer modules, with the race detector; each step's time on a "phase" line (hack/phase.sh).
+	@$(PHASE) test/go-test $(GO) test $(GOTEST_FLAGS) -timeout 30m ./...
+	@for m in $(dir $(EXAMPLES)); do echo "== $$m"; (cd $$m && $(PHASE) test/$${m%/} $(GO) test $(GOTEST_FLAGS) ./...) || exit 1; done
+	@for m in hack/compat/*.mod; do echo "== unit tests with $$m"; $(PHASE) test/compat-$$(basename $$m .mod) $(GO) test -modfile=$$m $(UNIT_PKGS) || exit 1; done
 
 # The upstream modules run one after another, each line prefixed with its module; the target
 # fails if any does. Each loads both cores while its timed specs run (the JobSet suites' clusters,
@@ -101,10 +104,22 @@ test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and t
 .PHONY: test-upstream
 test-upstream: envtest-assets ## Upstream's own suites against restartbed, one module after another: JobSet v0.12.0's e2e and its agent binary in Stories 1 and 2 (both controllers), Kubernetes' node e2e lifecycle specs of every supported release; docs/upstream-tests.md.
 	@rcs=$$(mktemp -d); for m in $(dir $(UPSTREAM)); do n=$$(basename $$m); \
-		{ rc=0; (cd $$m && $(GO) test -count=1 -timeout 80m -parallel 9 -v ./...) 2>&1 || rc=$$?; echo $$rc > $$rcs/$$n; } | sed -u "s|^|$$n: |" | tee $$rcs/$$n.log; \
+		{ rc=0; (cd $$m && $(PHASE) test-upstream/$$n $(GO) test -count=1 -timeout 80m -parallel 9 -v ./...) 2>&1 || rc=$$?; echo $$rc > $$rcs/$$n; } | sed -u "s|^|$$n: |" | tee $$rcs/$$n.log; \
 	done; status=0; for m in $(dir $(UPSTREAM)); do n=$$(basename $$m); \
 		rc=$$(cat $$rcs/$$n); echo "== $$m: exit status $$rc"; [ "$$rc" = 0 ] && continue; status=1; \
 		grep -E -e '--- FAIL' -e '_test\.go:[0-9]+: FAIL ' $$rcs/$$n.log | cut -c1-400 || true; done; rm -rf $$rcs; exit $$status
+
+# Upstream's node e2e specs alone, every release, with what the harness records from a full run
+# (test/upstream/kubernetes; docs/upstream-tests.md).
+NODE_E2E = cd test/upstream/kubernetes && $(GO) test -count=1 -timeout 80m -parallel 9 -run 'TestNodeE2E$$' -v .
+
+.PHONY: node-e2e-docs
+node-e2e-docs: envtest-assets ## Run upstream's node e2e specs of every release and write their outcomes into docs/upstream-tests.md's tables, which the test otherwise checks.
+	$(NODE_E2E) -args -update-docs
+
+.PHONY: node-e2e-durations
+node-e2e-durations: envtest-assets ## Run upstream's node e2e specs of every release and record each one's duration in test/upstream/kubernetes/testdata/durations.json, by which the harness deals them to its clusters.
+	$(NODE_E2E) -args -update-durations
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no control plane).

@@ -7,6 +7,7 @@ module restartbed.localhost/upstream/kubernetes
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/restartbed/restartbed v0.0.0
 	k8s.io/api v0.35.0
 	k8s.io/apimachinery v0.35.0
@@ -41,7 +42,6 @@ require (
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/cel-go v0.26.0 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/nftables v0.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-prometheus v1.2.0 // indirect

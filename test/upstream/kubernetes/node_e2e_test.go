@@ -142,12 +142,16 @@ var suites = map[string]suite{
 		fixes: []specFix{notReadyEveryContainer}},
 }
 
-// notApplicable are the specs an emulated node cannot run, by a pattern of their file or their
-// text, with the reason. They are skipped, not run.
-var notApplicable = []struct {
+// notApplicableSpec names specs an emulated node cannot run, by a pattern of their file or
+// their text, with the reason.
+type notApplicableSpec struct {
 	file, text string
 	reason     string
-}{}
+}
+
+// notApplicable are the specs an emulated node cannot run: they are skipped, not run, and
+// counted as not applicable. Any other spec that does not run fails the test.
+var notApplicable = []notApplicableSpec{}
 
 // releaseFile is the suite's file of what differs between releases (suite): the imports for
 // their side effects, and the call that opens the node's CRI clients.
@@ -188,7 +192,9 @@ type result struct {
 }
 
 // TestNodeE2E runs the specs of every supported release against restartbed running that
-// release, the releases at once (go test -run 'TestNodeE2E/release/1.36' runs one).
+// release, the releases at once (go test -run 'TestNodeE2E/release/1.36' runs one). A release
+// whose every spec passed is checked against its table in docs/upstream-tests.md, which must say
+// what the run found (-update-docs writes the tables).
 func TestNodeE2E(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
@@ -199,30 +205,55 @@ func TestNodeE2E(t *testing.T) {
 	var (
 		mu     sync.Mutex
 		ran    = map[string]releaseRun{}
+		passed = map[string]bool{}
 		builds sync.WaitGroup
 	)
 	t.Run("release", func(t *testing.T) {
-		for _, release := range controlplane.Releases() {
+		for i, release := range controlplane.Releases() {
 			t.Run(release.Minor(), func(t *testing.T) {
 				builds.Add(1) // before Parallel: every release -run selects has counted itself before any resumes
 				t.Parallel()
-				results := runRelease(t, root, restartbed, release, &builds)
+				r, ok := runRelease(t, root, restartbed, release, i, &builds)
 				mu.Lock()
 				defer mu.Unlock()
-				ran[release.Minor()] = releaseRun{release: release, results: results}
+				ran[release.Minor()], passed[release.Minor()] = r, ok
 			})
 		}
 	})
+	if *focus != "" {
+		return
+	}
+	docs := filepath.Join(root, "docs", "upstream-tests.md")
 	if *updateDocs {
-		if *focus != "" || len(ran) != len(controlplane.Releases()) {
-			t.Fatal("-update-docs needs every spec of every release: it cannot go with -focus or a -run that leaves a release out")
+		if len(ran) != len(controlplane.Releases()) {
+			t.Fatal("-update-docs needs every spec of every release: it cannot go with a -run that leaves a release out")
 		}
 		for minor, r := range ran {
 			if len(r.results) == 0 {
 				t.Fatalf("-update-docs: no spec of %s ran (its clusters did not come up?): the tables are left as they were", minor)
 			}
 		}
-		writeDocs(t, filepath.Join(root, "docs", "upstream-tests.md"), ran)
+		writeDocs(t, docs, ran)
+	} else {
+		for _, minor := range slices.Sorted(maps.Keys(ran)) {
+			if passed[minor] {
+				checkDocs(t, docs, ran[minor])
+			}
+		}
+	}
+	if *updateDurations {
+		rec, err := readDurations(durationsFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for minor, r := range ran {
+			if passed[minor] {
+				rec[minor] = measured(r.parallel, r.results)
+			}
+		}
+		if err := rec.write(durationsFile); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -230,15 +261,21 @@ func TestNodeE2E(t *testing.T) {
 type releaseRun struct {
 	release controlplane.Release
 	results []result
+	// parallel is how long the parallel specs took under ginkgo.
+	parallel time.Duration
 }
 
 // runRelease builds the release's specs, runs them against `restartbed up` of that release and
-// fails t for every applicable spec that fails; it returns every spec's outcome. The clusters
-// start once every release's specs are built (builds, which counts the releases that run): the
-// builds' compiles and links take both cores for minutes, and a release whose specs ran beside
-// another's build would run its timed specs (a pod's deletion within 5 s, a sidecar started
-// after another's "Started" line) on the cores those left.
-func runRelease(t *testing.T, root, restartbed string, release controlplane.Release, builds *sync.WaitGroup) []result {
+// fails t for every spec that does not pass and is not listed in notApplicable; it returns every
+// spec's outcome. The clusters start once every release's specs are built (builds, which counts
+// the releases that run): the builds' compiles and links take both cores for minutes, and a
+// release whose specs ran beside another's build would run its timed specs (a pod's deletion
+// within 5 s, a sidecar started after another's "Started" line) on the cores those left.
+//
+// A ginkgo dry run lists the specs first; schedule deals them to the release's clusters by their
+// recorded durations, and each spec's outcome is read from the report of the one ginkgo run that
+// was to run it: a spec that run does not report, or reports skipped, fails.
+func runRelease(t *testing.T, root, restartbed string, release controlplane.Release, index int, builds *sync.WaitGroup) (releaseRun, bool) {
 	work := t.TempDir()
 	s, ok := suites[release.Minor()]
 	bin, ginkgo := func() (string, string) {
@@ -252,144 +289,96 @@ func runRelease(t *testing.T, root, restartbed string, release controlplane.Rele
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	// The serial specs (the kubelet restarts and node reboots among them, about a minute each of
-	// their own waits) run on clusters of their own, serialShards of them, while the others run
-	// on another, which then takes a smaller share of the serial specs too: a release takes about
-	// as long as one lane rather than all of it. Each half's report lists every spec: a spec's
-	// outcome is the one from the half that ran it, or, skipped in all, the one from a half its
-	// [Serial] tag says.
-	serial := serialHalves(t, s, ginkgo, bin, featureGates(release), work)
-	lanes := [][]half{{{name: "parallel", labels: "!Serial"}}}
-	for i, h := range serial {
-		if i == serialShards {
-			lanes[0] = append(lanes[0], h) // after the parallel specs, on their cluster
-			continue
-		}
-		lanes = append(lanes, []half{h})
+	b := built{release: release, suite: s, restartbed: restartbed, ginkgo: ginkgo, bin: bin, gates: featureGates(release), work: work}
+	all := list(t, s, ginkgo, bin, b.gates, work)
+	if *focus != "" {
+		all = slices.DeleteFunc(all, func(sp spec) bool { return !sp.runs }) // not chosen
 	}
+	rec, err := readDurations(durationsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every other release runs its parallel specs last, so that at most half of the releases
+	// run theirs at once.
+	lanes := schedule(all, rec[release.Minor()], clustersPerRelease, index%2 == 1)
+	t.Logf("%s's specs on %d clusters, by the durations of %s:\n%s", release.Kubernetes, len(lanes), durationsFile, describe(lanes))
 	var (
-		mu     sync.Mutex
-		byText = map[string]result{}
+		mu       sync.Mutex
+		reports  = map[string]ginkgoReport{} // by step, lane/step
+		owners   = map[string]string{}       // the step that runs each spec, by spec key
+		parallel time.Duration
 	)
+	for _, l := range lanes {
+		for _, st := range l.steps {
+			for _, sp := range st.specs {
+				owners[sp.key()] = l.name + "/" + st.name
+			}
+		}
+	}
+	// The lanes run at once, each in a goroutine of its own (t.Run may be called from several),
+	// so that -parallel bounds only the releases.
 	t.Run("specs", func(t *testing.T) {
-		for _, lane := range lanes {
-			t.Run(lane[0].name, func(t *testing.T) {
-				t.Parallel()
-				dir := filepath.Join(work, lane[0].name)
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				node := up(ctx, t, restartbed, release, dir)
-				token := adminToken(ctx, t, filepath.Join(dir, "kubeconfig"))
-				tools := hostTools(t, restartbed, dir)
-				for _, h := range lane {
-					extra := []string{"--label-filter=" + h.labels}
-					if h.focus != "" {
-						extra = append(extra, "--focus="+h.focus)
-					}
-					outcomes := run(t, s, ginkgo, bin, node, token, featureGates(release), dir, h.name, tools, extra...)
-					merge(&mu, byText, h, outcomes)
-				}
+		var wg sync.WaitGroup
+		for _, l := range lanes {
+			wg.Go(func() {
+				t.Run(l.name, func(t *testing.T) {
+					got, took := b.runLane(ctx, t, l)
+					mu.Lock()
+					defer mu.Unlock()
+					maps.Copy(reports, got)
+					parallel = max(parallel, took)
+				})
 			})
 		}
+		wg.Wait()
 	})
-	results := slices.SortedFunc(maps.Values(byText), func(a, b result) int { return strings.Compare(a.file+a.text, b.file+b.text) })
+	results := judge(all, owners, reports)
 	if *focus != "" {
 		for _, r := range results {
-			if r.outcome == "n/a" {
-				continue // not chosen
-			}
 			t.Logf("%s: %s (%s)\n%s", r.outcome, r.text, r.duration.Round(time.Second), r.failure)
 		}
-		return results
+		return releaseRun{release: release, results: results}, false
 	}
-	report(t, results)
-	return results
+	passed := report(t, results)
+	return releaseRun{release: release, results: results, parallel: parallel}, passed && !t.Failed()
 }
 
-// serialShards is how many clusters of their own a release's serial specs are divided among;
-// the parallel specs' cluster takes one for every serialDeal each of them takes.
-const (
-	serialShards = 2
-	serialDeal   = 3
-)
-
-// merge records the half's outcomes in byText, under mu.
-func merge(mu *sync.Mutex, byText map[string]result, h half, outcomes []result) {
-	serial := h.labels == "Serial"
-	mu.Lock()
-	defer mu.Unlock()
-	for _, r := range outcomes {
-		if !h.keeps(r.text) {
-			continue
-		}
-		k := r.file + r.text
-		prev, seen := byText[k]
-		ran, prevRan := r.outcome != "n/a", seen && prev.outcome != "n/a"
-		if !seen || (ran && !prevRan) || (!ran && !prevRan && strings.Contains(r.text, "[Serial]") == serial) {
-			byText[k] = r
-		}
-	}
+// built is a release's specs, built, and what running them takes.
+type built struct {
+	release controlplane.Release
+	suite   suite
+	// restartbed, ginkgo and bin are the binaries: restartbed's, the ginkgo CLI and the specs'.
+	restartbed, ginkgo, bin string
+	// gates are the specs' --feature-gates.
+	gates string
+	// work is the release's directory; each lane has one inside.
+	work string
 }
 
-// half is one cluster's share of a release's specs: those with the labels, and, for a shard of
-// the serial specs, those of focus, which lists the shard's specs (ours) beside the others'.
-type half struct {
-	name, labels string
-	focus        string
-	ours, others map[string]bool
-}
-
-// keeps reports whether the half's outcome of the spec with the text counts: a shard's report
-// lists every serial spec, those of the other shards as skipped, and those are theirs to report.
-func (h half) keeps(text string) bool { return h.ours[text] || !h.others[text] }
-
-// serialHalves divides the release's serial specs that apply among serialShards halves and a
-// last one for the parallel specs' cluster, one by one in the order of their files and texts
-// (specs of a kind sit together, and take about as long), as a dry run lists them: serialDeal to
-// each of the first, then one to the last, and again. With -focus there is one serial half, for
-// the focused specs.
-func serialHalves(t *testing.T, s suite, ginkgo, bin, gates, work string) []half {
-	t.Helper()
-	if *focus != "" {
-		return []half{{name: "serial", labels: "Serial"}}
+// runLane starts the lane's cluster and runs its steps on it one after another; it returns each
+// step's report, by lane/step, and how long the parallel step took, if it has one.
+func (b built) runLane(ctx context.Context, t *testing.T, l lane) (map[string]ginkgoReport, time.Duration) {
+	dir := filepath.Join(b.work, l.name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	var texts []string
-	for _, r := range list(t, s, ginkgo, bin, gates, work, nil, "--label-filter=Serial") {
-		if r.outcome == "pass" { // would run
-			texts = append(texts, r.text)
+	node := up(ctx, t, b.restartbed, b.release, dir)
+	token := adminToken(ctx, t, filepath.Join(dir, "kubeconfig"))
+	tools := hostTools(t, b.restartbed, dir)
+	reports := map[string]ginkgoReport{}
+	var parallel time.Duration
+	for _, st := range l.steps {
+		extra := []string{"--label-filter=Serial", "--focus=" + focusOf(st.specs)}
+		if st.parallel {
+			extra = []string{"--label-filter=!Serial"}
+		}
+		start := time.Now()
+		reports[l.name+"/"+st.name] = run(t, b.suite, b.ginkgo, b.bin, node, token, b.gates, dir, st, tools, extra...)
+		if st.parallel {
+			parallel = time.Since(start)
 		}
 	}
-	halves := make([]half, serialShards+1)
-	for i := range halves {
-		halves[i] = half{name: fmt.Sprintf("serial-%d", i+1), labels: "Serial", ours: map[string]bool{}, others: map[string]bool{}}
-	}
-	for i, text := range texts {
-		to := serialShards // the parallel specs' cluster
-		if c := i % (serialDeal*serialShards + 1); c < serialDeal*serialShards {
-			to = c % serialShards
-		}
-		for j := range halves {
-			if j == to {
-				halves[j].ours[text] = true
-			} else {
-				halves[j].others[text] = true
-			}
-		}
-	}
-	for i := range halves {
-		var alternatives []string
-		for text := range halves[i].ours {
-			alternatives = append(alternatives, regexp.QuoteMeta(text))
-		}
-		slices.Sort(alternatives)
-		// ginkgo matches --focus against the suite's description, a space and the spec's text.
-		halves[i].focus = " (?:" + strings.Join(alternatives, "|") + ")$"
-		if len(alternatives) == 0 {
-			halves[i].focus = "^$" // nothing to run; the half still lists the specs
-		}
-	}
-	return halves
+	return reports, parallel
 }
 
 // featureGates are the gates restartbed turns on in the cluster beyond the release's defaults,
@@ -495,8 +484,10 @@ func buildSuite(t *testing.T, root string, release controlplane.Release, s suite
 	start := time.Now()
 	goCmd(t, dir, env, "mod", "tidy")
 	bin, ginkgo = filepath.Join(work, "e2e_node.test"), filepath.Join(work, "ginkgo")
-	goCmd(t, dir, env, "test", "-c", "-o", bin, ".")
-	goCmd(t, dir, env, "build", "-o", ginkgo, "github.com/onsi/ginkgo/v2/ginkgo")
+	// -trimpath, as restartbed's build of the release's control plane (package controlplane):
+	// the packages both link, most of Kubernetes', are then compiled once for both.
+	goCmd(t, dir, env, "test", "-c", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	goCmd(t, dir, env, "build", "-trimpath", "-o", ginkgo, "github.com/onsi/ginkgo/v2/ginkgo")
 	t.Logf("built upstream's node e2e specs of %s in %s", release.Kubernetes, time.Since(start).Round(time.Second))
 	return bin, ginkgo
 }
@@ -682,12 +673,16 @@ func specArgs(s suite, extra ...string) []string {
 	return append(args, extra...)
 }
 
-// run runs the specs with ginkgo, in the environment env and with the extra ginkgo flags, and
-// returns the outcome of every spec of the chosen files.
-func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work, name string, env []string, extra ...string) []result {
+// run runs one step's specs with ginkgo, in the environment env and with the extra ginkgo flags,
+// and returns its report. It fails t when ginkgo exits with an error: a failed spec, a failed
+// suite node (BeforeSuite and the like), the suite's timeout.
+func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work string, st step, env []string, extra ...string) ginkgoReport {
 	t.Helper()
-	reportFile := filepath.Join(work, name+"-report.json")
-	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", parallelism), "--no-color", "--timeout=70m", "--json-report=" + reportFile}
+	reportFile := filepath.Join(work, st.name+"-report.json")
+	args := []string{"run", "--no-color", "--timeout=70m", "--json-report=" + reportFile}
+	if st.parallel {
+		args = append(args, "-p", fmt.Sprintf("--procs=%d", parallelism))
+	}
 	args = append(args, specArgs(s, extra...)...)
 	// ginkgo runs a compiled suite in the binary's directory, which is the specs' working
 	// directory and so where they find the kubelet's configuration file: this cluster's.
@@ -710,177 +705,50 @@ func run(t *testing.T, s suite, ginkgo, bin string, n node, token, gates, work, 
 	cmd.Dir, cmd.Env = work, append(slices.Clip(env), "TMPDIR="+tmp)
 	start := time.Now()
 	out, runErr := cmd.CombinedOutput()
-	t.Logf("ginkgo ran the specs in %s (%v)", time.Since(start).Round(time.Second), runErr)
-	results := readReport(t, s, reportFile, runErr, out)
-	if runErr != nil && !strings.Contains(string(out), "FAIL!") {
-		t.Logf("ginkgo's output (last 16 KiB):\n%s", tail(string(out), 16<<10))
+	t.Logf("ginkgo ran the %s specs (%d) in %s (%v; estimated %s)", st.name, len(st.specs), time.Since(start).Round(time.Second), runErr, st.estimate.Round(time.Second))
+	rep := readReport(t, s, reportFile, runErr, out)
+	for _, f := range rep.suiteFailures {
+		t.Errorf("FAIL %s: %s", st.name, f)
 	}
-	return results
+	if runErr != nil {
+		// The specs that failed are reported one by one (report); this says that ginkgo did not
+		// succeed, whatever the reason, with its output when no spec or suite node explains it.
+		t.Errorf("ginkgo exited with %v running the %s specs", runErr, st.name)
+		if !rep.failed() {
+			t.Logf("ginkgo's output (last 16 KiB):\n%s", tail(string(out), 16<<10))
+		}
+	}
+	return rep
 }
 
-// list returns the specs the ginkgo flags choose, as a dry run finds them: those that would run
-// pass, the others are skipped.
-func list(t *testing.T, s suite, ginkgo, bin, gates, work string, env []string, extra ...string) []result {
+// list returns every spec of the chosen files (without the out-of-scope ones), as a dry run
+// finds them: whether it would run, and whether it is serial.
+func list(t *testing.T, s suite, ginkgo, bin, gates, work string) []spec {
 	t.Helper()
 	reportFile := filepath.Join(work, "specs.json")
-	args := append([]string{"run", "--dry-run", "--no-color", "--json-report=" + reportFile}, specArgs(s, extra...)...)
+	args := append([]string{"run", "--dry-run", "--no-color", "--json-report=" + reportFile}, specArgs(s)...)
 	args = append(args, bin, "--")
 	if gates != "" {
 		args = append(args, "--feature-gates="+gates)
 	}
 	cmd := exec.Command(ginkgo, args...)
-	cmd.Dir, cmd.Env = work, env
+	cmd.Dir = work
 	out, runErr := cmd.CombinedOutput()
-	return readReport(t, s, reportFile, runErr, out)
-}
-
-// readReport reads a ginkgo JSON report: the outcome of every spec of the chosen files.
-func readReport(t *testing.T, s suite, reportFile string, runErr error, out []byte) []result {
-	t.Helper()
-	data, err := os.ReadFile(reportFile)
-	if err != nil {
-		t.Fatalf("ginkgo wrote no report (%v): %v\n%s", runErr, err, tail(string(out), 16<<10))
+	if runErr != nil {
+		t.Fatalf("ginkgo's dry run: %v\n%s", runErr, tail(string(out), 16<<10))
 	}
-	var reports []struct {
-		SpecReports []struct {
-			LeafNodeType            string
-			LeafNodeText            string
-			LeafNodeLocation        struct{ FileName string }
-			ContainerHierarchyTexts []string
-			State                   string
-			RunTime                 time.Duration
-			Failure                 *struct{ Message string }
+	rep := readReport(t, s, reportFile, runErr, out)
+	var specs []spec
+	for _, sr := range rep.specs {
+		sp := sr.spec
+		sp.runs = sr.state == "passed"
+		if !sp.runs {
+			sp.note = skipReason(sp, sr.failure)
 		}
+		specs = append(specs, sp)
 	}
-	if err := json.Unmarshal(data, &reports); err != nil {
-		t.Fatalf("reading ginkgo's report: %v", err)
+	if len(specs) == 0 {
+		t.Fatalf("ginkgo's dry run lists no spec of %v", s.focus())
 	}
-	var results []result
-	for _, r := range reports {
-		for _, sr := range r.SpecReports {
-			if sr.LeafNodeType != "It" || !slices.ContainsFunc(s.focus(), func(f string) bool { return regexp.MustCompile(f).MatchString(sr.LeafNodeLocation.FileName) }) {
-				continue
-			}
-			res := result{file: filepath.Base(sr.LeafNodeLocation.FileName), text: strings.Join(append(slices.Clone(sr.ContainerHierarchyTexts), sr.LeafNodeText), " "),
-				duration: sr.RunTime}
-			if s.outOfScope != "" && regexp.MustCompile(s.outOfScope).MatchString(res.text) {
-				continue
-			}
-			message := ""
-			if sr.Failure != nil {
-				message = sr.Failure.Message
-			}
-			res.failure = message
-			switch sr.State {
-			case "passed":
-				res.outcome = "pass"
-			case "skipped", "pending":
-				res.outcome, res.note = "n/a", skipReason(res, message)
-				if strings.Contains(message, "earlier spec in an ordered container failed") {
-					// It applies; it did not run because its container's earlier spec failed.
-					res.outcome, res.note = "fail", "not run: an earlier spec of its ordered container failed"
-				}
-			default:
-				res.outcome, res.note = "fail", sr.State+": "+firstLine(message)
-			}
-			results = append(results, res)
-		}
-	}
-	slices.SortFunc(results, func(a, b result) int { return strings.Compare(a.file+a.text, b.file+b.text) })
-	return results
-}
-
-// skipReason says why a spec was skipped: ours, or the one it gave.
-func skipReason(r result, message string) string {
-	for _, na := range notApplicable {
-		if (na.file != "" && na.file == r.file) || (na.text != "" && regexp.MustCompile(na.text).MatchString(r.text)) {
-			return na.reason
-		}
-	}
-	if message != "" {
-		return "skipped itself: " + firstLine(message)
-	}
-	return "skipped by the suite's default label filter (off-by-default or deprecated feature)"
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// report logs the results and fails the test for every applicable spec that failed.
-func report(t *testing.T, results []result) {
-	t.Helper()
-	c := count(results)
-	for _, r := range results {
-		if r.outcome == "fail" {
-			t.Errorf("FAIL %s (%s): %s\n%s", r.text, r.duration.Round(time.Second), r.note, tail(r.failure, 4<<10))
-		}
-	}
-	t.Logf("upstream node e2e specs: %d pass, %d fail, %d not applicable", c["pass"], c["fail"], c["n/a"])
-	if c["pass"]+c["fail"] == 0 {
-		t.Error("no applicable spec ran")
-	}
-}
-
-// count counts the results by outcome.
-func count(results []result) map[string]int {
-	c := map[string]int{}
-	for _, r := range results {
-		c[r.outcome]++
-	}
-	return c
-}
-
-func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
-// Markers around the generated table in docs/upstream-tests.md.
-const (
-	tableBegin = "<!-- node e2e table: generated by `go test -parallel 9 ./... -args -update-docs` in test/upstream/kubernetes -->"
-	tableEnd   = "<!-- end of node e2e table -->"
-)
-
-// writeDocs replaces what is between the markers: a summary of the releases, then each
-// release's table of specs.
-func writeDocs(t *testing.T, path string, ran map[string]releaseRun) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(data)
-	begin, end := strings.Index(doc, tableBegin), strings.Index(doc, tableEnd)
-	if begin < 0 || end < begin {
-		t.Fatalf("%s has no node e2e table markers", path)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\nMeasured %s.\n\n| release | specs | applicable | pass | not applicable |\n|---|---|---|---|---|\n", tableBegin,
-		time.Now().UTC().Format("2006-01-02"))
-	minors := slices.Sorted(maps.Keys(ran))
-	for _, minor := range minors {
-		r := ran[minor]
-		c := count(r.results)
-		fmt.Fprintf(&b, "| %s | %d | %d | **%d** | %d |\n", r.release.Kubernetes, len(r.results), c["pass"]+c["fail"], c["pass"], c["n/a"])
-	}
-	for _, minor := range minors {
-		r := ran[minor]
-		c := count(r.results)
-		fmt.Fprintf(&b, "\n<details><summary>Kubernetes %s: %d of %d applicable specs pass</summary>\n\n", r.release.Kubernetes, c["pass"], c["pass"]+c["fail"])
-		fmt.Fprintf(&b, "| file | spec | result | why |\n|---|---|---|---|\n")
-		for _, res := range r.results {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", res.file, escape(res.text), res.outcome, escape(res.note))
-		}
-		fmt.Fprintf(&b, "\n</details>\n")
-	}
-	doc = doc[:begin] + b.String() + "\n" + doc[end:]
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return specs
 }
