@@ -149,6 +149,13 @@ type Options struct {
 	// JoinAddress is where ExistingCluster's apiserver reaches the nodes' kubelet API (their
 	// InternalIP). Default: 127.0.0.1, for a cluster on this machine.
 	JoinAddress netip.Addr
+	// Tenants makes the control plane one that tenants share (Cluster.Tenant), each with a
+	// namespace and nodes of its own, as upstream's e2e suites share a cluster among specs: its
+	// apiserver admits pods through PodNodeSelector, which keeps each tenant's pods on the
+	// tenant's nodes, and kube-scheduler waits for the tenants' nodes to join. Its JobSet
+	// controller (JobSet) and storage serve every tenant. Not with Nodes, KubeletProcesses or
+	// ExistingCluster: a shared control plane's nodes are its tenants'.
+	Tenants bool
 }
 
 // Cluster is a running control plane with its in-process controllers.
@@ -207,6 +214,10 @@ type Cluster struct {
 	// hostBinaries runs the programs' host binaries (Options.AllowHostBinaries, with nodes).
 	hostBinaries *hostproc.Host
 	work         *workDir
+	// tenants records the tenants of a shared control plane (Options.Tenants); tenant is a
+	// tenant's own record (Cluster.Tenant). Each is nil otherwise.
+	tenants *tenancy
+	tenant  *tenantOf
 
 	stopOnce sync.Once
 	stopErr  error
@@ -267,6 +278,9 @@ func newCluster(opts Options) (*Cluster, error) {
 	if err := checkKubeletProcesses(opts); err != nil {
 		return nil, err
 	}
+	if opts.Tenants && (len(opts.Nodes) > 0 || opts.KubeletProcesses > 0 || opts.ExistingCluster != nil) {
+		return nil, errors.New("Options.Tenants: a shared control plane's nodes are its tenants' (Cluster.Tenant): not with Nodes, KubeletProcesses or ExistingCluster")
+	}
 	if _, err := program.NewRegistry(opts.Programs, opts.builtinPrograms(), opts.AllowHostBinaries); err != nil {
 		return nil, err
 	}
@@ -312,6 +326,10 @@ func (c *Cluster) kubeletOptions(opts Options, api *fakekubelet.APIOptions, kube
 func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if opts.ExistingCluster != nil {
 		return c.startOnExisting(ctx, opts)
+	}
+	if opts.Tenants {
+		c.tenants = &tenancy{}
+		opts.ExternalNodes = max(opts.ExternalNodes, tenantNodes) // the tenants' nodes join
 	}
 	// The kubelet processes' nodes join as other processes' do.
 	processes := opts
@@ -523,6 +541,10 @@ func (c *Cluster) JobSetRunning() bool {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
+		if c.tenant != nil && c.Clientset != nil {
+			// Before the kubelet stops: nothing of the tenant's should be left running.
+			errs = append(errs, c.deleteTenantNamespaces(context.Background()))
+		}
 		c.componentsMu.Lock()
 		if c.userKill != nil { // the caller's controller first: it acts on all the rest
 			errs = append(errs, c.userKill())
@@ -552,6 +574,12 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, c.storage.stop())
 		}
 		errs = append(errs, c.deleteJoinedNodes())
+		if c.tenant != nil && c.Clientset != nil {
+			if c.Kubelet != nil {
+				errs = append(errs, c.deleteTenantLeases(context.Background(), c.Kubelet.NodeNames()))
+			}
+			errs = append(errs, c.waitTenantNamespaces(context.Background()))
+		}
 		switch {
 		case c.launcher != nil:
 			errs = append(errs, c.launcher.stop(c.env))

@@ -63,6 +63,10 @@ func (c *Cluster) apiServerArgs(args *crenvtest.Arguments, noControllerManager b
 	// admission limit each to its own node, its pods and what they use (docs/join.md).
 	args.Set("authorization-mode", "Node,RBAC")
 	args.Set("enable-admission-plugins", "NodeRestriction")
+	if c.tenants != nil {
+		// A shared control plane keeps each tenant's pods on its nodes (Cluster.Tenant).
+		args.Set("enable-admission-plugins", "NodeRestriction,PodNodeSelector")
+	}
 	// The DefaultTolerationSeconds admission plugin gives every pod these tolerations of the
 	// not-ready and unreachable NoExecute taints, so taint eviction runs on the profile's clock.
 	tolerate := seconds(c.Timing.DefaultTolerationSeconds)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -26,13 +27,20 @@ type runningManager struct {
 
 // newManager builds a controller-runtime manager for one of the cluster's in-process components:
 // the cluster's scheme, logs under name, no metrics or probe endpoints, and controller names not
-// checked for uniqueness, since a process may run several clusters.
-func (c *Cluster) newManager(logger *logr.Logger, name string) (ctrl.Manager, error) {
+// checked for uniqueness, since a process may run several clusters. With namespaces, its cache
+// holds their namespaced objects only.
+func (c *Cluster) newManager(logger *logr.Logger, name string, namespaces ...string) (ctrl.Manager, error) {
 	log := logr.Discard()
 	if logger != nil {
 		log = logger.WithName(name)
 	}
 	opts := ctrl.Options{Scheme: c.Scheme, Logger: log, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	if len(namespaces) > 0 {
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	opts.Controller.SkipNameValidation = ptr.To(true)
 	return ctrl.NewManager(c.Config, opts)
 }

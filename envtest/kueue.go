@@ -25,7 +25,11 @@ func (c *Cluster) startKueue(ctx context.Context, opts KueueFailureRecovery, log
 	if threshold == 0 {
 		threshold = c.Timing.KueueFailureRecoveryThreshold
 	}
-	mgr, err := c.newManager(logger, "kueue")
+	var namespaces []string
+	if c.tenant != nil {
+		namespaces = []string{c.tenant.namespace} // the other tenants' pods are not this one's to recover
+	}
+	mgr, err := c.newManager(logger, "kueue", namespaces...)
 	if err != nil {
 		return fmt.Errorf("kueue failure recovery manager: %w", err)
 	}

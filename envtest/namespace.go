@@ -13,9 +13,14 @@ import (
 )
 
 // EnsureNamespace creates the namespace unless it exists, as `kubectl create namespace` would,
-// then waits until it can hold pods (WaitForDefaultServiceAccount).
+// then waits until it can hold pods (WaitForDefaultServiceAccount). A tenant's (Cluster.Tenant)
+// is the tenant's as its first is: its pods are scheduled to the tenant's nodes, and Stop
+// deletes it.
 func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if c.tenant != nil {
+		c.tenant.own(ns)
+	}
 	if err := c.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", name, err)
 	}
@@ -40,6 +45,9 @@ func (c *Cluster) WaitForSchedulableNodes(ctx context.Context) error {
 		}
 		tainted = tainted[:0]
 		for _, n := range nodes.Items {
+			if c.tenant != nil && n.Labels[TenantLabel] != c.tenant.name {
+				continue // another tenant's
+			}
 			if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
 				tainted = append(tainted, n.Name)
 			}

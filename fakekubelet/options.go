@@ -1,6 +1,7 @@
 package fakekubelet
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -28,6 +29,10 @@ import (
 type NodePool struct {
 	// Name prefixes the nodes' names and is their restartbed.dev/pool label.
 	Name string
+	// NamePrefix, when set, prefixes the nodes' names instead of Name: <NamePrefix>-0, ... A
+	// tenant of a shared control plane (envtest's Cluster.Tenant) gives its pools one, so that
+	// its nodes' names are its own on the control plane; their pool label is still Name.
+	NamePrefix string
 	// Count is the number of nodes.
 	Count int
 	// Labels are added to every node's labels.
@@ -38,8 +43,14 @@ type NodePool struct {
 	Taints []corev1.Taint
 }
 
-// NodeName is the name of the pool's i-th node: <pool>-<i>.
-func (p NodePool) NodeName(i int) string { return fmt.Sprintf("%s-%d", p.Name, i) }
+// NodeName is the name of the pool's i-th node: <pool>-<i>, or <NamePrefix>-<i>.
+func (p NodePool) NodeName(i int) string {
+	prefix := p.Name
+	if p.NamePrefix != "" {
+		prefix = p.NamePrefix
+	}
+	return fmt.Sprintf("%s-%d", prefix, i)
+}
 
 // gateEnsureSecretPulledImages is the kubelet's gate that changes the Pulled event of an image
 // already present; on by default in every supported release.
@@ -316,16 +327,27 @@ func (o *Options) complete() error {
 // refuse bad pools before it starts anything.
 func ValidatePools(pools []NodePool) error {
 	var errs []error
-	seen := map[string]bool{}
+	seen, prefixes := map[string]bool{}, map[string]bool{}
 	for i, p := range pools {
 		where := fmt.Sprintf("pools[%d]", i)
 		for _, msg := range validation.IsDNS1123Label(p.Name) {
 			errs = append(errs, fmt.Errorf("%s.name %q: %s", where, p.Name, msg))
 		}
-		if seen[p.Name] {
+		dup := seen[p.Name]
+		if dup {
 			errs = append(errs, fmt.Errorf("%s.name %q: another pool has this name", where, p.Name))
 		}
 		seen[p.Name] = true
+		if p.NamePrefix != "" {
+			for _, msg := range validation.IsDNS1123Label(p.NamePrefix) {
+				errs = append(errs, fmt.Errorf("%s.namePrefix %q: %s", where, p.NamePrefix, msg))
+			}
+		}
+		prefix := cmp.Or(p.NamePrefix, p.Name)
+		if prefixes[prefix] && !dup {
+			errs = append(errs, fmt.Errorf("%s: another pool's nodes are named %s-<i> too", where, prefix))
+		}
+		prefixes[prefix] = true
 		if p.Count < 0 {
 			errs = append(errs, fmt.Errorf("%s.count: must not be negative, got %d", where, p.Count))
 		}

@@ -1,6 +1,7 @@
 package fakekubelet
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,5 +43,34 @@ func TestManagedNodes(t *testing.T) {
 	}
 	if (ManagedNodes{All: true, Labels: kwokType}).Validate() == nil || (ManagedNodes{All: true, Name: "x"}).Validate() == nil {
 		t.Error("all nodes with a selector or a name was accepted")
+	}
+}
+
+// TestValidatePools: pools name their nodes <name>-<i>, or <namePrefix>-<i>; two pools may not
+// name nodes alike.
+func TestValidatePools(t *testing.T) {
+	cases := []struct {
+		name  string
+		pools []NodePool
+		want  string
+	}{
+		{"named apart", []NodePool{{Name: "a", Count: 1}, {Name: "b", Count: 1, NamePrefix: "b-t1"}}, ""},
+		{"the same name", []NodePool{{Name: "a"}, {Name: "a"}}, `pools[1].name "a": another pool has this name`},
+		{"a prefix another pool names its nodes with", []NodePool{{Name: "a", NamePrefix: "x"}, {Name: "x"}}, "pools[1]: another pool's nodes are named x-<i> too"},
+		{"a prefix that is no DNS label", []NodePool{{Name: "a", NamePrefix: "A_b"}}, `pools[0].namePrefix "A_b"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidatePools(tc.pools)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("ValidatePools: %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("ValidatePools: %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+	if got := (NodePool{Name: "tpu", NamePrefix: "tpu-t3"}).NodeName(2); got != "tpu-t3-2" {
+		t.Errorf("NodeName with a prefix = %q, want tpu-t3-2", got)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -130,7 +131,7 @@ func newObserver(clk clock.PassiveClock, trace io.Writer, fixed runVariables) *o
 // objects arrive. client-go's reflector lists either by a list request or, with its
 // WatchListClient feature (on by default since 1.35), by a watch that sends the initial events
 // first: both count.
-func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, namespace string) error {
+func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, namespace string, nodes labels.Selector) error {
 	var informers []cache.SharedIndexInformer
 	var names []string
 	for _, w := range watched {
@@ -142,6 +143,11 @@ func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, mapper meta
 			ri = dyn.Resource(w.gvr).Namespace(namespace)
 		}
 		variable := w.variable
+		// A tenant's nodes are its own among the shared control plane's.
+		selector := ""
+		if variable == varNodes && nodes != nil {
+			selector = nodes.String()
+		}
 		lists := 0 // the reflector calls List and Watch from one goroutine
 		listed := func() {
 			if lists++; lists > 1 {
@@ -151,12 +157,14 @@ func (o *observer) watch(ctx context.Context, dyn dynamic.Interface, mapper meta
 		lw := &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				listed()
+				opts.LabelSelector = selector
 				return ri.List(ctx, opts)
 			},
 			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 				if ptr.Deref(opts.SendInitialEvents, false) {
 					listed() // a list by watch
 				}
+				opts.LabelSelector = selector
 				return ri.Watch(ctx, opts)
 			},
 		}

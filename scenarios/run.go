@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,13 @@ type RunOptions struct {
 	// scenario with spec.kubelets runs its kubelet processes with: restartbed run's own
 	// executable. Such a scenario fails without it.
 	KubeletCommand []string
+	// Host runs the scenario as a tenant of this shared control plane (envtest.Options.Tenants,
+	// envtest.Cluster.Tenant) instead of on a cluster of its own: its nodes and a namespace of
+	// its own (spec.namespace's name with a suffix, where its objects and expressions find
+	// their namespace's objects) on the host's control plane, removed when it ends. It must be
+	// one that can share (Scenario.Shares) and ask for the host's release, timing profile and
+	// gates; otherwise it fails with an error before anything starts.
+	Host *envtest.Cluster
 }
 
 // Status is the outcome of a step.
@@ -124,7 +132,7 @@ func (sc *Scenario) ClusterOptions() (envtest.Options, error) {
 	if err != nil {
 		return envtest.Options{}, fmt.Errorf("spec.timing: %w", err)
 	}
-	opts := envtest.Options{KubernetesVersion: sc.Spec.KubernetesVersion, FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true, Nodes: sc.Pools,
+	opts := envtest.Options{KubernetesVersion: sc.Spec.KubernetesVersion, FeatureGates: sc.Spec.FeatureGates, Timing: &profile, JobSet: true, Nodes: sc.poolsIn(sc.Spec.Namespace),
 		CRDs: sc.CRDs}
 	if k := sc.Spec.Controllers.KueueFailureRecovery; k != nil && k.Enabled {
 		opts.KueueFailureRecovery = &envtest.KueueFailureRecovery{}
@@ -210,7 +218,18 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 	if opts.Configure != nil {
 		opts.Configure(&clusterOpts)
 	}
-	cluster, err := envtest.Start(ctx, clusterOpts)
+	var cluster *envtest.Cluster
+	if opts.Host != nil {
+		if why := sc.Shares(); why != "" {
+			err = fmt.Errorf("%s: this scenario cannot share a control plane: %s", sc.File, why)
+		} else {
+			ns := tenantNamespace(sc)
+			clusterOpts.Nodes = sc.poolsIn(ns)
+			cluster, err = opts.Host.Tenant(ctx, ns, clusterOpts)
+		}
+	} else {
+		cluster, err = envtest.Start(ctx, clusterOpts)
+	}
 	if err != nil {
 		res.Err = fmt.Errorf("starting the cluster: %w", err)
 		res.skipAll(0)
@@ -233,7 +252,8 @@ func Run(ctx context.Context, sc *Scenario, opts RunOptions) *Result {
 	// The watches end before the cluster stops, so that the apiserver has no request to drain.
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
-	r := &runner{sc: sc, cluster: cluster, obs: newObserver(cluster.Clock, opts.Trace, newRunVariables(sc, cluster.Timing, cluster.Release.Kubernetes)), rep: rep}
+	r := &runner{sc: sc, cluster: cluster, ns: cmp.Or(cluster.Namespace(), sc.Spec.Namespace),
+		obs: newObserver(cluster.Clock, opts.Trace, newRunVariables(sc, cluster.Timing, cluster.Release.Kubernetes)), rep: rep}
 	// The steps and triggers run under stepsCtx, which the first broken invariant ends.
 	stepsCtx, stopSteps := context.WithCancel(ctx)
 	defer stopSteps()
@@ -312,9 +332,11 @@ func (t *NodeTarget) String() string {
 type runner struct {
 	sc      *Scenario
 	cluster *envtest.Cluster
-	dyn     dynamic.Interface
-	obs     *observer
-	rep     *reporter
+	// ns is the scenario's namespace on the cluster: spec.namespace, or a tenant's own.
+	ns  string
+	dyn dynamic.Interface
+	obs *observer
+	rep *reporter
 }
 
 // setUp creates the namespace, starts watching and applies the scenario's objects.
@@ -323,22 +345,34 @@ func (r *runner) setUp(ctx, watchCtx context.Context) error {
 	if r.dyn, err = dynamic.NewForConfig(r.cluster.Config); err != nil {
 		return err
 	}
-	if err := r.cluster.EnsureNamespace(ctx, r.sc.Spec.Namespace); err != nil {
+	if err := r.cluster.EnsureNamespace(ctx, r.ns); err != nil {
 		return err
 	}
 	// Objects go to a cluster whose nodes all take pods, as a person would apply them.
 	if err := r.cluster.WaitForSchedulableNodes(ctx); err != nil {
 		return err
 	}
-	if err := r.obs.watch(watchCtx, r.dyn, r.cluster.Client.RESTMapper(), r.sc.Spec.Namespace); err != nil {
+	if err := r.obs.watch(watchCtx, r.dyn, r.cluster.Client.RESTMapper(), r.ns, r.cluster.NodeSelector()); err != nil {
 		return err
 	}
 	return r.apply(ctx, r.sc.Objects)
 }
 
-// apply creates or updates the objects in the scenario's namespace.
+// apply creates or updates the objects in the scenario's namespace; in a tenant's, those the
+// scenario put in spec.namespace by name too.
 func (r *runner) apply(ctx context.Context, objs []Object) error {
-	return Apply(ctx, r.cluster, r.dyn, r.sc.Spec.Namespace, objs)
+	if r.ns != r.sc.Spec.Namespace {
+		moved := make([]Object, len(objs))
+		for i, obj := range objs {
+			moved[i] = obj
+			if obj.GetNamespace() == r.sc.Spec.Namespace {
+				moved[i].Unstructured = obj.DeepCopy()
+				moved[i].SetNamespace(r.ns)
+			}
+		}
+		objs = moved
+	}
+	return Apply(ctx, r.cluster, r.dyn, r.ns, objs)
 }
 
 // Apply creates or updates objects by server-side apply with FieldManager, in order, as a user's
@@ -428,7 +462,7 @@ func (r *runner) explain(what string, e expression, err error) error {
 
 // resolvePod finds the pod a POD reference names.
 func (r *runner) resolvePod(ctx context.Context, ref PodRef) (*corev1.Pod, error) {
-	ns := r.sc.Spec.Namespace
+	ns := r.ns
 	if ref.Name != "" {
 		var pod corev1.Pod
 		if err := r.cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, &pod); err != nil {
@@ -466,7 +500,7 @@ func (r *runner) onPod(ctx context.Context, ref PodRef, do func(*corev1.Pod) err
 
 // onNode does something to the node t names, directly or as a pod's.
 func (r *runner) onNode(ctx context.Context, t *NodeTarget, do func(string) error) error {
-	node := t.Node
+	node := r.cluster.NodeName(t.Node)
 	if t.NodeOf != nil {
 		pod, err := r.resolvePod(ctx, *t.NodeOf)
 		if err != nil {
@@ -506,16 +540,20 @@ func (r *runner) delete(ctx context.Context, d *DeleteAction) error {
 		return err
 	}
 	opts := metav1.DeleteOptions{GracePeriodSeconds: d.GracePeriodSeconds, PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
+	name := d.Name
+	if gvr.Group == "" && gvr.Resource == "nodes" {
+		name = r.cluster.NodeName(name) // a tenant's node has a name of its own
+	}
 	ri := dynamic.ResourceInterface(r.dyn.Resource(gvr))
 	if namespaced {
 		ns := d.Namespace
-		if ns == "" {
-			ns = r.sc.Spec.Namespace
+		if ns == "" || ns == r.sc.Spec.Namespace {
+			ns = r.ns
 		}
 		ri = r.dyn.Resource(gvr).Namespace(ns)
 	}
-	if err := ri.Delete(ctx, d.Name, opts); err != nil {
-		return fmt.Errorf("deleting %s %s: %w", d.Kind, d.Name, err)
+	if err := ri.Delete(ctx, name, opts); err != nil {
+		return fmt.Errorf("deleting %s %s: %w", d.Kind, name, err)
 	}
 	return nil
 }

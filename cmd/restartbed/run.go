@@ -27,7 +27,7 @@ const (
 func newRunCommand() *cobra.Command {
 	var parallel int
 	var junit, trace, timingName, version string
-	var allowBinaries bool
+	var allowBinaries, share bool
 	var user userController
 	cmd := &cobra.Command{
 		Use:   "run FILE|DIR...",
@@ -43,6 +43,14 @@ it holds in both; expressions that read the timing variable (timing.defaultToler
 A program rule may run a host executable as a container's process (spec.programs[].binary), in
 namespaces of its own; such a scenario runs only with --allow-host-binaries, which needs root
 (docs/host-binaries.md). Without it the scenario is refused and nothing starts.
+
+--share runs the scenarios that can as tenants of shared control planes, one for each release,
+timing profile and set of feature gates that two or more of them ask for, as upstream's e2e
+suites share one cluster among their specs: each gets a namespace (spec.namespace with a suffix)
+and nodes (named <pool>-<tenant>-<i>) of its own, which its steps and expressions see as its
+own. A scenario that kills a control-plane process, runs kubelet processes or host binaries,
+installs CRDs, names one of its nodes in a manifest or an expression, or has a lone node that can
+go down runs on a cluster of its own (docs/scenarios.md, "Sharing a control plane").
 
 --controller runs your controller instead of restartbed's JobSet controller: a command (sh -c)
 started for each scenario once its cluster is up and before its objects are applied, the
@@ -66,11 +74,15 @@ The format is documented in docs/scenarios.md.`,
 					return exitError{code: exitInvalid, err: fmt.Errorf("--timing: %w", err)}
 				}
 			}
+			if share && (user.command != "" || len(user.crds) > 0) {
+				return exitError{code: exitInvalid, err: errors.New("--share: a shared control plane runs restartbed's JobSet controller and the CRDs of none of its tenants; not with --controller or --crds")}
+			}
 			return runScenarios(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args,
-				runFlags{parallel: parallel, junit: junit, trace: trace, timing: timingName, version: version, allowBinaries: allowBinaries, user: user})
+				runFlags{parallel: parallel, junit: junit, trace: trace, timing: timingName, version: version, allowBinaries: allowBinaries, user: user, share: share})
 		},
 	}
-	cmd.Flags().IntVarP(&parallel, "parallel", "p", 1, "scenarios to run at once, each with its own control plane")
+	cmd.Flags().IntVarP(&parallel, "parallel", "p", 1, "scenarios to run at once, each with its own control plane (with --share, tenants of a shared one)")
+	cmd.Flags().BoolVar(&share, "share", false, "run the scenarios that can as tenants of shared control planes, a namespace and nodes each")
 	cmd.Flags().StringVar(&junit, "junit", "", "write JUnit XML to this file (one testcase per step)")
 	addKubernetesVersionFlag(cmd.Flags(), &version)
 	cmd.Flags().Lookup("kubernetes-version").Usage = "run every scenario on this Kubernetes release instead of its spec.kubernetesVersion; " + cmd.Flags().Lookup("kubernetes-version").Usage
@@ -84,7 +96,7 @@ The format is documented in docs/scenarios.md.`,
 type runFlags struct {
 	parallel                      int
 	junit, trace, timing, version string
-	allowBinaries                 bool
+	allowBinaries, share          bool
 	user                          userController
 }
 
@@ -166,6 +178,17 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 	if err != nil {
 		return exitError{code: exitFailed, err: fmt.Errorf("this binary's path: %w", err)}
 	}
+	var hosts *scenarios.Hosts
+	if flags.share {
+		if hosts, err = scenarios.NewHosts(all, func(o *envtest.Options) { o.Logger = &logger }); err != nil {
+			return exitError{code: exitInvalid, err: err}
+		}
+		defer func() {
+			if err := hosts.Stop(); err != nil {
+				fmt.Fprintln(errOut, err)
+			}
+		}()
+	}
 	sem := make(chan struct{}, flags.parallel)
 	var wg sync.WaitGroup
 	for i := range all {
@@ -176,6 +199,14 @@ func runScenarios(ctx context.Context, out, errOut io.Writer, paths []string, fl
 		wg.Go(func() {
 			defer func() { <-sem }()
 			defer wait()
+			if host := hosts.For(all[i]); host != nil {
+				var err error
+				if opts.Host, err = hosts.Cluster(ctx, host); err != nil {
+					fmt.Fprintf(progress, "%s | ERROR %v\n", all[i].Metadata.Name, err)
+					results[i] = &scenarios.Result{Scenario: all[i], Err: err}
+					return
+				}
+			}
 			results[i] = scenarios.Run(ctx, all[i], opts)
 		})
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -276,5 +277,112 @@ func TestJoinTakesOverAndLetsGo(t *testing.T) {
 	case <-killed:
 	case <-time.After(time.Minute):
 		t.Error("the let-go node's container still runs")
+	}
+}
+
+// TestTenantsShareAControlPlane runs the project's test in two tenants of one control plane at
+// once (envtest.Options.Tenants), both with a pool named tpu: each has nodes of its own, and each
+// namespace's pods run on its tenant's nodes only. A tenant's Stop removes its namespaces, nodes
+// and their Leases, and the other goes on. What belongs to the control plane is refused.
+func TestTenantsShareAControlPlane(t *testing.T) {
+	ctx := context.Background()
+	profile := timing.Fast()
+	host, err := envtest.Start(ctx, envtest.Options{Timing: &profile, JobSet: true, Tenants: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = host.Stop() }()
+	one, err := host.Tenant(ctx, "one", options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := host.Tenant(ctx, "two", options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = two.Stop() }()
+	if got, want := one.NodeName("tpu-1"), "tpu-t1-1"; got != want {
+		t.Errorf("tenant one's tpu-1 is node %s, want %s", got, want)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); groupRestartsInPlace(t, two) }()
+	groupRestartsInPlace(t, one)
+	<-done
+
+	// Every pod of a tenant's namespaces ran on its nodes: those its node selector lists.
+	for _, tenant := range []*envtest.Cluster{one, two} {
+		var nodes corev1.NodeList
+		if err := host.Client.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: tenant.NodeSelector()}); err != nil {
+			t.Fatal(err)
+		}
+		own := map[string]bool{}
+		for _, n := range nodes.Items {
+			own[n.Name] = true
+		}
+		if want := []string{tenant.NodeName("tpu-0"), tenant.NodeName("tpu-1")}; len(own) != 2 || !own[want[0]] || !own[want[1]] {
+			t.Errorf("the tenant's nodes are %v, want %v", own, want)
+		}
+		var pods corev1.PodList
+		if err := host.Client.List(ctx, &pods); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			var ns corev1.Namespace
+			if err := host.Client.Get(ctx, client.ObjectKey{Name: p.Namespace}, &ns); err != nil {
+				t.Fatal(err)
+			}
+			if mine := tenant.NodeSelector().Matches(labels.Set(ns.Labels)); mine && !own[p.Spec.NodeName] {
+				t.Errorf("pod %s/%s of the tenant runs on node %s, not one of the tenant's %v", p.Namespace, p.Name, p.Spec.NodeName, own)
+			}
+		}
+	}
+
+	if err := one.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var nodes corev1.NodeList
+	if err := host.Client.List(ctx, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if !two.NodeSelector().Matches(labels.Set(n.Labels)) {
+			t.Errorf("node %s is left after its tenant stopped", n.Name)
+		}
+	}
+	var leases coordinationv1.LeaseList
+	if err := host.Client.List(ctx, &leases, client.InNamespace(corev1.NamespaceNodeLease)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		if strings.Contains(l.Name, "-t1-") {
+			t.Errorf("Lease %s is left after its tenant stopped", l.Name)
+		}
+	}
+	var namespaces corev1.NamespaceList
+	if err := host.Client.List(ctx, &namespaces, client.MatchingLabels{envtest.TenantLabel: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(namespaces.Items) != 0 {
+		t.Errorf("namespaces %v are left after their tenant stopped", namespaces.Items)
+	}
+	// The other tenant goes on.
+	groupRestartsInPlace(t, two)
+
+	for name, opts := range map[string]envtest.Options{
+		"another timing":        {Timing: ptr.To(timing.Realistic())},
+		"another release":       {KubernetesVersion: "1.35"},
+		"the tenancy's label":   {Nodes: []fakekubelet.NodePool{{Name: "p", Count: 1, Labels: map[string]string{envtest.TenantLabel: "x"}}}},
+		"CRDs":                  {CRDDirectoryPaths: []string{"testdata"}},
+		"a control plane's own": {Tenants: true},
+	} {
+		if name == "another release" && host.Release.Minor() == "1.35" {
+			opts.KubernetesVersion = "1.37"
+		}
+		if _, err := host.Tenant(ctx, "refused-"+strings.ReplaceAll(name, " ", "-"), opts); err == nil {
+			t.Errorf("a tenant with %s was accepted", name)
+		}
+	}
+	if _, err := one.Tenant(ctx, "nested", options()); err == nil {
+		t.Error("a tenant of a cluster without Options.Tenants was accepted")
 	}
 }

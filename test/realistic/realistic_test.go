@@ -1,9 +1,9 @@
 // Package realistic replays the node-failure scenarios in the realistic timing profile, as
 // `restartbed run --timing realistic` does: their assertions read the timing variable, so the
 // same files that check the fast profile's scaled delays check upstream's here (50 s node grace,
-// 300 s default toleration, Kueue's 60 s). It is a package of its own because the upstream Job
-// controller's tunables are process-wide: fast and realistic clusters cannot share a process,
-// and these clusters, which mostly wait, run side by side (about eight minutes in all).
+// 300 s default toleration, Kueue's 60 s). They mostly wait, so they run side by side (about
+// eight minutes in all): those that can share a control plane (scenarios.Scenario.Shares) as
+// tenants of one in realistic timing, the others on clusters of their own.
 package realistic
 
 import (
@@ -38,12 +38,30 @@ func TestNodeFailureScenariosInRealisticTiming(t *testing.T) {
 		sc.Spec.Timing = timing.RealisticName
 		all[i] = sc
 	}
+	hosts, err := scenarios.NewHosts(all, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := hosts.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
 	results := make([]*scenarios.Result, len(all))
 	reports := make([]strings.Builder, len(all))
 	var wg sync.WaitGroup
 	for i, sc := range all {
 		wg.Go(func() {
-			results[i] = scenarios.Run(context.Background(), sc, scenarios.RunOptions{Progress: &reports[i]})
+			opts := scenarios.RunOptions{Progress: &reports[i]}
+			if host := hosts.For(sc); host != nil {
+				var err error
+				if opts.Host, err = hosts.Cluster(context.Background(), host); err != nil {
+					results[i] = &scenarios.Result{Scenario: sc, Err: err}
+					reports[i].WriteString(err.Error())
+					return
+				}
+			}
+			results[i] = scenarios.Run(context.Background(), sc, opts)
 		})
 	}
 	wg.Wait()
