@@ -2,7 +2,10 @@ package kubernetes
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -481,15 +484,68 @@ func buildSuite(t *testing.T, root string, release controlplane.Release, s suite
 	// The ginkgo CLI, in the module graph so that it matches the library the specs link.
 	writeFile(t, filepath.Join(dir, "tools.go"), []byte("//go:build tools\n\npackage e2enode\n\nimport _ \"github.com/onsi/ginkgo/v2/ginkgo\"\n"))
 
+	// The binaries are kept in the user cache under a key of everything they are built from,
+	// as the control plane's are: a later run links nothing.
+	cached := filepath.Join(cacheDir(t), "node-e2e", release.Minor()+"-"+buildKey(t, dir, goCmd(t, dir, env, "env", "GOVERSION")))
+	bin, ginkgo = filepath.Join(cached, "e2e_node.test"), filepath.Join(cached, "ginkgo")
+	if _, err := os.Stat(ginkgo); err == nil {
+		t.Logf("upstream's node e2e specs of %s, built before: %s", release.Kubernetes, cached)
+		return bin, ginkgo
+	}
 	start := time.Now()
 	goCmd(t, dir, env, "mod", "tidy")
-	bin, ginkgo = filepath.Join(work, "e2e_node.test"), filepath.Join(work, "ginkgo")
+	built := filepath.Join(work, "built")
 	// -trimpath, as restartbed's build of the release's control plane (package controlplane):
 	// the packages both link, most of Kubernetes', are then compiled once for both.
-	goCmd(t, dir, env, "test", "-c", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-	goCmd(t, dir, env, "build", "-trimpath", "-o", ginkgo, "github.com/onsi/ginkgo/v2/ginkgo")
-	t.Logf("built upstream's node e2e specs of %s in %s", release.Kubernetes, time.Since(start).Round(time.Second))
+	goCmd(t, dir, env, "test", "-c", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(built, "e2e_node.test"), ".")
+	goCmd(t, dir, env, "build", "-trimpath", "-o", filepath.Join(built, "ginkgo"), "github.com/onsi/ginkgo/v2/ginkgo")
+	// In place whole or not at all: ginkgo, looked for above, is renamed last. The release's
+	// older builds go: one build a release is kept.
+	older, _ := filepath.Glob(filepath.Join(filepath.Dir(cached), release.Minor()+"-*"))
+	for _, o := range older {
+		_ = os.RemoveAll(o)
+	}
+	if err := os.MkdirAll(cached, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"e2e_node.test", "ginkgo"} {
+		if err := os.Rename(filepath.Join(built, name), filepath.Join(cached, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("built upstream's node e2e specs of %s in %s into %s", release.Kubernetes, time.Since(start).Round(time.Second), cached)
 	return bin, ginkgo
+}
+
+// cacheDir is restartbed's directory in the user cache.
+func cacheDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatalf("the user cache: %v (set XDG_CACHE_HOME or HOME)", err)
+	}
+	return filepath.Join(dir, "restartbed")
+}
+
+// buildKey is a hash of the files of the scratch module in dir, the Go version that builds them
+// and the way they are built.
+func buildKey(t *testing.T, dir string, goVersion []byte) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n-trimpath -ldflags=-s -w\n", bytes.TrimSpace(goVersion))
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", e.Name(), len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 func copyFile(t *testing.T, from, to string) {
