@@ -115,7 +115,7 @@ func TestParseReportSuiteFailures(t *testing.T) {
 	data := []byte(`[{"SpecReports": [
 		{"LeafNodeType": "BeforeSuite", "State": "failed", "Failure": {"Message": "the node is not Ready\nwaited 5m"}},
 		{"LeafNodeType": "It", "LeafNodeText": "x", "LeafNodeLocation": {"FileName": "/m/test/e2e_node/container_lifecycle_test.go"},
-		 "ContainerHierarchyTexts": ["[sig-node] A", "B"], "IsSerial": true, "State": "skipped"},
+		 "ContainerHierarchyTexts": ["[sig-node] A", "B"], "ContainerHierarchyLabels": [["sig-node"], ["Serial"]], "State": "skipped"},
 		{"LeafNodeType": "It", "LeafNodeText": "y", "LeafNodeLocation": {"FileName": "/m/test/e2e_node/other_test.go"}, "State": "passed"}
 	]}]`)
 	rep, err := parseReport(suites["1.37"], data)

@@ -13,6 +13,9 @@ import (
 	"time"
 )
 
+// serialLabel is the label of the specs that need a node alone.
+const serialLabel = "Serial"
+
 // spec is one spec of the chosen files as ginkgo's dry run lists it.
 type spec struct {
 	file, text string
@@ -81,14 +84,16 @@ func readReport(t *testing.T, s suite, reportFile string, runErr error, out []by
 func parseReport(s suite, data []byte) (ginkgoReport, error) {
 	var reports []struct {
 		SpecReports []struct {
-			LeafNodeType            string
-			LeafNodeText            string
-			LeafNodeLocation        struct{ FileName string }
-			ContainerHierarchyTexts []string
-			IsSerial                bool
-			State                   string
-			RunTime                 time.Duration
-			Failure                 *struct{ Message string }
+			LeafNodeType             string
+			LeafNodeText             string
+			LeafNodeLocation         struct{ FileName string }
+			LeafNodeLabels           []string
+			ContainerHierarchyTexts  []string
+			ContainerHierarchyLabels [][]string
+			IsSerial                 bool
+			State                    string
+			RunTime                  time.Duration
+			Failure                  *struct{ Message string }
 		}
 	}
 	if err := json.Unmarshal(data, &reports); err != nil {
@@ -114,8 +119,12 @@ func parseReport(s suite, data []byte) (ginkgoReport, error) {
 			if !slices.ContainsFunc(focus, func(f *regexp.Regexp) bool { return f.MatchString(sr.LeafNodeLocation.FileName) }) {
 				continue
 			}
+			// Upstream marks a serial spec with the Serial label (framework.WithSerial), which the
+			// harness's label filters read; the decorator of the same name counts too.
+			serial := sr.IsSerial || slices.Contains(sr.LeafNodeLabels, serialLabel) ||
+				slices.ContainsFunc(sr.ContainerHierarchyLabels, func(l []string) bool { return slices.Contains(l, serialLabel) })
 			sp := spec{file: filepath.Base(sr.LeafNodeLocation.FileName), text: strings.Join(append(slices.Clone(sr.ContainerHierarchyTexts), sr.LeafNodeText), " "),
-				serial: sr.IsSerial}
+				serial: serial}
 			if s.outOfScope != "" && regexp.MustCompile(s.outOfScope).MatchString(sp.text) {
 				continue
 			}
