@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -240,12 +241,39 @@ func (c *Cluster) deleteTenantNamespaces(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("deleting the tenant's namespace %s: %w", ns, err))
 			continue
 		}
-		err = c.Clientset.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if _, err := c.removePods(ctx, ns); err != nil {
 			errs = append(errs, fmt.Errorf("deleting the pods of the tenant's namespace %s: %w", ns, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removePods deletes the namespace's pods without their grace and takes their finalizers off (a
+// Job's waits for the Job controller, and the namespace controller backs off up to a minute
+// while a pod is left); it returns the names of those it found.
+func (c *Cluster) removePods(ctx context.Context, ns string) ([]string, error) {
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var errs []error
+	for _, p := range pods.Items {
+		names = append(names, p.Name)
+		if p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds != 0 {
+			err := c.Clientset.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+		if len(p.Finalizers) > 0 {
+			_, err := c.Clientset.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return names, errors.Join(errs...)
 }
 
 // deleteTenantLeases deletes the Leases of the tenant's nodes, which their nodes' deletion leaves
@@ -261,9 +289,8 @@ func (c *Cluster) deleteTenantLeases(ctx context.Context, nodes []string) error 
 	return errors.Join(errs...)
 }
 
-// waitTenantNamespaces waits until the tenant's namespaces are gone, forcing the deletion of
-// what pods are left in them (the namespace controller deletes the pods' owners, which may have
-// made more before).
+// waitTenantNamespaces waits until the tenant's namespaces are gone, removing what pods are left
+// in them (the namespace controller deletes the pods' owners, which may have made more before).
 func (c *Cluster) waitTenantNamespaces(ctx context.Context) error {
 	var errs []error
 	for _, ns := range c.tenant.namespaces() {
@@ -273,17 +300,7 @@ func (c *Cluster) waitTenantNamespaces(ctx context.Context) error {
 			if apierrors.IsNotFound(err) {
 				return true, nil
 			}
-			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, nil //nolint:nilerr // the next poll asks again
-			}
-			left = left[:0]
-			for _, p := range pods.Items {
-				left = append(left, p.Name)
-				if p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds != 0 {
-					_ = c.Clientset.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-				}
-			}
+			left, _ = c.removePods(ctx, ns) // what it could not remove, the next poll tries again
 			return false, nil
 		})
 		if err != nil {
