@@ -87,7 +87,7 @@ type lane struct {
 
 // clustersPerRelease is how many clusters each release's specs run on: the parallel specs on
 // one, the serial specs (which restart the kubelet and so need a cluster alone) dealt among all.
-const clustersPerRelease = 3
+const clustersPerRelease = 4
 
 // schedule deals the release's specs to clusters clusters: the parallel specs as one step, on
 // the first cluster, first or last (parallelLast) so that releases side by side do not all run
