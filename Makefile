@@ -17,6 +17,10 @@ PHASE    := $(CURDIR)/hack/phase.sh
 # concurrent throughout. test/realistic waits out upstream's node-failure delays (about eight
 # minutes), hence the longer timeout. `make test GOTEST_FLAGS=` turns it off for a quicker local run.
 GOTEST_FLAGS ?= -race
+# How many test packages go test runs at once (-p; its default is the cores). The envtest suites
+# spend most of their time waiting on their clusters' timers (test/realistic a quarter of a core
+# for eight minutes, test/fakekubelet under half a core), so more run than the machine's cores.
+TEST_PACKAGES ?= 3
 # Packages under test/ hold the envtest suites and their helpers; everything else is a unit test.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
 # The supported Kubernetes releases, newest last (the default). make generate writes what
@@ -90,7 +94,7 @@ kubectl: ## Find or unpack Debian's kubectl (the up test drives it); prints its 
 
 .PHONY: test
 test: envtest-assets kubectl ## Everything: unit tests, the envtest suites and the library's consumer modules, with the race detector; each step's time on a "phase" line (hack/phase.sh).
-	@$(PHASE) test/go-test $(GO) test $(GOTEST_FLAGS) -timeout 30m ./...
+	@$(PHASE) test/go-test $(GO) test $(GOTEST_FLAGS) -p $(TEST_PACKAGES) -timeout 30m ./...
 	@for m in $(dir $(EXAMPLES)); do echo "== $$m"; (cd $$m && $(PHASE) test/$${m%/} $(GO) test $(GOTEST_FLAGS) ./...) || exit 1; done
 	@for m in hack/compat/*.mod; do echo "== unit tests with $$m"; $(PHASE) test/compat-$$(basename $$m .mod) $(GO) test -modfile=$$m $(UNIT_PKGS) || exit 1; done
 
